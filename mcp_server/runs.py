@@ -380,8 +380,7 @@ class Run:
         return path
 
     def leads_outside(self, path: Path) -> tuple[Path | None, bool]:
-        """(where `path` resolves, whether that is outside the run directory): a link loop is (None, True).
-        workspace.leads_outside, the one check, for the run (inside, runstate.log_tail)."""
+        """workspace.leads_outside (the one check) of the run directory: for inside and runstate.log_tail."""
         return leads_outside(path, self.dir)
 
     # ---------------------------------------------------------------- reading
