@@ -243,8 +243,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("runs-promotion-not-launched", "runs", "mcp_server/runs.py",
       "        found += [self.promotion.name] if self.promotion.exists() else []\n", "",
       "a run whose only trace is promotion.json is re-emitted over (its promotion is orphaned)"),
-    M("runs-inside-link", "runs", "mcp_server/runs.py",
-      "if real is None or not real.is_relative_to(home):", "if real is None:",
+    M("runs-inside-link", "runs", "mcp_server/workspace.py",
+      "    return real, not real.is_relative_to(home)\n", "    return real, False\n",
       "a run folder that is a link to elsewhere is written through: files land outside the workspace"),
     # ------------------------------------------------------------------ inspection gate and pins
     # (since _tree lists hidden files too, the old `_tree(path)` was no change: this skips them as `datasets` does)

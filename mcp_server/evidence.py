@@ -200,6 +200,35 @@ def unrecorded(file: str, line: int | None = None) -> str:
             + (f" ({why})" if why else ""))
 
 
+# sample_completions' record of the samples it wrote (inspection/sample_files.py), signed for what it is, not under
+# the run's path: a moved run keeps its samples
+SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS = "sample_completions", "samples.meta.json"
+
+
+def samples_not_vouched(run, data: bytes | None) -> str | None:
+    """Why `data`, the run's inspection/samples.jsonl's bytes as read (None: absent, not a file, unreadable), are
+    not what the sampler wrote: no samples.meta.json, a record the sampler did not sign, or another file's digest.
+    None when its signed record vouches for them. The one check for every reader of the samples (the inspection's
+    doors, the memory planner's shorter_completions)."""
+    samples, meta = run.samples, run.samples_meta
+    name = run_file(run, samples)
+    if not meta.is_file():
+        return (f"{name} is not vouched for by the sampler: {run_file(run, meta)} is missing; run sample_completions "
+                "again (it writes and signs both)")
+    try:
+        record = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = None
+    if not valid(SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS, record):
+        return (f"{name} is not vouched for by the sampler: {unrecorded(run_file(run, meta))}; run "
+                "sample_completions again")
+    if data is None or hashlib.sha256(data).hexdigest() != record.get("samples_sha256"):
+        return (f"{name} is not the file sample_completions wrote (its sha256 is not the one the sampler signed in "
+                f"{run_file(run, meta)}): completions written or edited by hand back no review; run "
+                "sample_completions again")
+    return None
+
+
 def run_scope(run) -> Path:
     return run.dir
 
@@ -234,11 +263,26 @@ def record_launch(run_dir: Path, launch_id: str, job_id: str | None = None, job_
     scheduler's `job_id` (and the job's ownership token, `job_comment`) bound into it once sbatch answers: the job
     whose state is this launch's. `trained`: what the launch passed its gates with and trains (the config's,
     reward code's and verdict's sha256, the verdict and its reviewer: launchers.base.trained_record), what an
-    export's model card reports (issue 48 round 14: never the files as they are at export)."""
+    export's model card reports (issue 48 round 14: never the files as they are at export). The earlier launches
+    of the run (since its emission) keep theirs, under `earlier` (earlier_launches)."""
+    earlier = earlier_launches(_entry(run_dir) or {}, launch_id)
     body = {"launch_id": launch_id, **({"job_id": str(job_id)} if job_id is not None else {}),
             **({"job_comment": job_comment} if job_comment is not None else {}),
-            **({"trained": trained} if trained is not None else {})}
+            **({"trained": trained} if trained is not None else {}), **({"earlier": earlier} if earlier else {})}
     return _write_entry(run_dir, body, "the launch", "nothing was started")
+
+
+def earlier_launches(value: dict, launch_id: str | None = None) -> dict:
+    """launch id -> what it trained, of each launch the signed entry `value` (_entry) names other than `launch_id`:
+    its `earlier` ones and its own. A resumed run's earlier checkpoints were saved by those, and export with what
+    they trained (evaluation/provenance.py). An entry tampered with, or an emission's, names none."""
+    if "mac" not in value or not isinstance(value.get("launch_id"), str) or not value["launch_id"]:
+        return {}
+    earlier = value.get("earlier") if isinstance(value.get("earlier"), dict) else {}
+    out = {k: v for k, v in earlier.items() if isinstance(k, str) and isinstance(v, dict) and k != launch_id}
+    if value["launch_id"] != launch_id and isinstance(value.get("trained"), dict):
+        out[value["launch_id"]] = value["trained"]
+    return out
 
 
 def record_emission(run_dir: Path) -> Path:
@@ -264,18 +308,21 @@ def _write_entry(run_dir: Path, body: dict, what: str, then: str) -> Path:
 
 def launch_record(run_dir: Path) -> dict | None:
     """The launcher's record of `run_dir`'s current launch (record_launch: launch_id; job_id and job_comment for
-    a SLURM job), None when it recorded none (never launched by launch_training on this machine, or no key). A tampered
-    entry reads as {"launch_id": ""}: no record is of that launch, no job is its job. A run emitted since its path's
-    last launch (record_emission) has none: emitted_since_launch says when."""
+    a SLURM job; trained, and the earlier launches' under `earlier`), None when it recorded none (never launched by
+    launch_training on this machine, or no key). A tampered entry reads as {"launch_id": ""}: no record is of that
+    launch, no job is its job. A run emitted since its path's last launch (record_emission) has none:
+    emitted_since_launch says when."""
     value = _entry(run_dir)
     if value is None or "mac" not in value:
         return value
     if "launch_id" not in value and isinstance(value.get("emitted_at"), str):  # emitted since: no launch recorded
         return None
     launch_id = value.get("launch_id")
+    earlier = earlier_launches(value, launch_id)
     return {"launch_id": launch_id if isinstance(launch_id, str) else "",
             **{k: value[k] for k in ("job_id", "job_comment") if isinstance(value.get(k), str)},
-            **({"trained": value["trained"]} if isinstance(value.get("trained"), dict) else {})}
+            **({"trained": value["trained"]} if isinstance(value.get("trained"), dict) else {}),
+            **({"earlier": earlier} if earlier else {})}
 
 
 def _entry(run_dir: Path) -> dict | None:

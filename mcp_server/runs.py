@@ -99,7 +99,7 @@ from pathlib import Path
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.userfiles import read_json_if_present, read_yaml  # noqa: F401 (run readers import it from here)
-from mcp_server.workspace import dated_run, find_existing, refuse_linked_out, runs_root
+from mcp_server.workspace import dated_run, find_existing, leads_outside, refuse_linked_out, runs_root
 
 # Each launch's id (run.json `launch_id`), exported to its trainer, which tags the records it writes with it
 # (train-begin.json, stopped.json, outcome.json): a record of another launch or run is never this launch's.
@@ -372,15 +372,16 @@ class Run:
         UserInputError('run') when a symbolic link on the way leads elsewhere (runs/R/inspection -> ~/): a run's
         files are written inside the run, never through a link into another place."""
         folder = Path(path).parent
-        try:
-            real, home = folder.resolve(), self.dir.resolve()
-        except (OSError, RuntimeError):  # a link loop
-            real, home = None, None
-        if real is None or not real.is_relative_to(home):
+        real, outside = self.leads_outside(folder)
+        if outside:
             link = next((p for p in [folder, *folder.parents] if p.is_symlink()), folder)
             raise UserInputError("run", f"{short(link)} leads outside the run directory (to {short(real or '?')}): "
                                         "a run's files are written inside it; replace the link with a directory")
         return path
+
+    def leads_outside(self, path: Path) -> tuple[Path | None, bool]:
+        """workspace.leads_outside (the one check) of the run directory: for inside and runstate.log_tail."""
+        return leads_outside(path, self.dir)
 
     # ---------------------------------------------------------------- reading
     def resolve(self, path: str | Path) -> Path:

@@ -45,13 +45,15 @@ WORKSPACE_FOLDERS = {
 WORKSPACE_FILES = ("env-report.json", "agentic-demo-train.jsonl")
 
 
-def _leads_outside(path: Path, root: Path) -> tuple[Path | None, bool]:
-    """(where `path` resolves, whether that is outside `root`); a link loop is (None, True)."""
+def leads_outside(path: Path, root: Path) -> tuple[Path | None, bool]:
+    """(where `path` resolves, whether that is outside `root`, itself resolved); a link loop (in either) is
+    (None, True). The one check that a path resolves inside a folder: the workspace's (linked_out,
+    workspace_folder, refuse_run_dir_outside) and a run's (runs.Run.leads_outside: its files written, its log read)."""
     try:
-        real = path.resolve()
+        real, home = Path(path).resolve(), Path(root).resolve()
     except (OSError, RuntimeError):
         return None, True
-    return real, not real.is_relative_to(root)
+    return real, not real.is_relative_to(home)
 
 
 def workspace_folder(name: str) -> Path:
@@ -60,7 +62,7 @@ def workspace_folder(name: str) -> Path:
     the workspace is followed."""
     root = workspace_root()
     path = root / name
-    real, outside = _leads_outside(path, root)
+    real, outside = leads_outside(path, root)
     if outside:
         what = f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else f"resolves to {real or '?'}"
         raise UserInputError(name, f"the workspace folder {path} ({WORKSPACE_FOLDERS[name]}) is {what}, outside "
@@ -131,7 +133,7 @@ def linked_out(path: Path, root: Path | None = None) -> str | None:
     """Why `path` is not read: it leads, through a link, outside the workspace (`root`), or is a link loop; None
     when it resolves inside. The check refuse_linked_out makes, and list_runs for each entry of runs/."""
     root = root or workspace_root()
-    real, outside = _leads_outside(path, root)
+    real, outside = leads_outside(path, root)
     if not outside:
         return None
     where = f"(to {real})" if real is not None else "(a loop of links)"
@@ -144,7 +146,7 @@ def refuse_run_dir_outside(path: Path, field: str = "run_dir") -> None:
     --run-dir /tmp/x` wrote a run (train/, data/) outside the workspace, and `--run-dir .` made the workspace's root
     a run."""
     root = workspace_root()
-    real, outside = _leads_outside(Path(path), root)
+    real, outside = leads_outside(Path(path), root)
     if not outside and real != root and real not in {root / name for name in WORKSPACE_FOLDERS}:
         return
     what = ("the workspace itself" if real == root else f"the workspace's own {real.name}/ folder" if not outside

@@ -327,9 +327,11 @@ def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, worse
     export_dir = Path(exported.export_dir)
     assert {"model.safetensors", "config.json", "tokenizer.json", "README.md"} <= set(exported.files)
     card = (export_dir / "README.md").read_text()
-    assert "base_model: tiny" in card and "PROMOTE" in card and "correctness_reward" in card
-    # Made by hand, never launched: what trained is unrecorded, never the config as it is now (round 14 F2).
+    assert "base_model: tiny" in card and "PROMOTE" in card
+    # Made by hand, never launched: what trained is unrecorded, never the config or rewards.json as they are now
+    # (round 14 F2; issue 48: the reward names and weights too).
     assert exported.config_sha256 is None and "provenance unrecorded" in card and "`unrecorded`" in card
+    assert "| Reward functions | unrecorded |" in card and "correctness_reward" not in card
     # The export is a standalone model with the checkpoint's behaviour.
     again = evaluate_model(EvaluateRequest(model=str(export_dir), goldens=str(goldens), max_new_tokens=MAX_NEW))
     assert again.pass_rate == result.checkpoint_pass_rate

@@ -13,7 +13,9 @@ import yaml
 from mcp_server.errors import UserInputError
 from mcp_server.memory.levers import LEVER_COST
 from mcp_server.memory.models import MemoryPlanRequest
+from mcp_server.inspection.sample_files import write_samples_meta
 from mcp_server.memory.planner import plan_memory
+from mcp_server.runs import Run
 
 BF16 = {"model_init_kwargs": {"dtype": "bfloat16"}}
 # (name, config, the request's target and settings): models x GPUs x layouts of the planner's tests, none fits
@@ -65,6 +67,7 @@ def _inspected_run(tmp_path) -> str:
     (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(INSPECTED[1]))
     (run_dir / "inspection" / "samples.jsonl").write_text("".join(
         json.dumps({"id": i, "completion_ids": list(range(200 + i)), "truncated": False}) + "\n" for i in range(8)))
+    write_samples_meta(Run(run_dir), Run(run_dir).samples_meta, Run(run_dir).samples, {})  # as the sampler signs
     return str(run_dir)
 
 

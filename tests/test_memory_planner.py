@@ -11,8 +11,11 @@ import pytest
 
 from mcp_server.errors import UserInputError
 from mcp_server.gpus import list_gpus, lookup_gpu
+from mcp_server.inspection.sample_files import write_samples_meta
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.memory.planner import plan_memory
+from mcp_server.runs import Run
+from mcp_server.workspace import sha256_file
 from conftest import call_mcp, run_cli, run_cli_json
 
 GIB = 1024**3
@@ -555,6 +558,13 @@ def test_liger_lever_only_for_the_trl_releases_that_have_its_grpo_loss():
     assert levers("0.26.0")["chunked_loss"].patch == {"use_liger_kernel": True}
 
 
+def _forged_with_its_digest(run: Run) -> None:
+    """Completions written by hand, their sha256 put into samples.meta.json (whose signature then fails)."""
+    run.samples.write_text(json.dumps({"completion_ids": [1] * 9, "truncated": False}) + "\n")
+    meta = json.loads(run.samples_meta.read_text())
+    run.samples_meta.write_text(json.dumps({**meta, "samples_sha256": sha256_file(run.samples)}))
+
+
 def test_shorter_completions_only_when_the_inspection_allows(tmp_path):
     run = tmp_path / "runs" / "2026-01-01-x"
     (run / "train").mkdir(parents=True)
@@ -564,16 +574,26 @@ def test_shorter_completions_only_when_the_inspection_allows(tmp_path):
         "per_device_train_batch_size: 16\nnum_generations: 8\n", encoding="utf-8")
     (run / "train" / "request.json").write_text(json.dumps({"gpu": "L4", "num_gpus": 1}), encoding="utf-8")
 
-    def levers(samples):
+    def levers(samples, then=None, note=None):
         (run / "inspection" / "samples.jsonl").write_text(
             "".join(json.dumps({"completion_ids": [1] * n, "truncated": t}) + "\n" for n, t in samples))
+        write_samples_meta(Run(run), Run(run).samples_meta, Run(run).samples, {})  # as the sampler signs them
+        if then:
+            then(Run(run))
         plan = plan_memory(MemoryPlanRequest(config_path=str(run), prompt_length=128, validate_levers=False))
         assert not plan.fits
+        assert note is None or any(note in n and "inspection/samples.jsonl" in n for n in plan.notes), plan.notes
         return {lv.name: lv for lv in plan.levers}
 
     allowed = levers([(300, False), (410, False)])["shorter_completions"]
     assert allowed.patch == {"max_completion_length": 576} and "none of the 2 inspection samples" in allowed.description
     assert "shorter_completions" not in levers([(300, False), (2048, True)])  # truncated: the task needs the length
+    # samples the sampler did not sign are not read (issue 48): the lever is withheld, a note names the file
+    for then, note in [(lambda r: r.samples_meta.unlink(), "is not vouched for by the sampler"),
+                       (lambda r: r.samples.write_text(json.dumps({"completion_ids": [1] * 9}) + "\n"),
+                        "is not the file sample_completions wrote"),
+                       (_forged_with_its_digest, "is not vouched for by the sampler")]:
+        assert "shorter_completions" not in levers([(300, False), (410, False)], then, note)
 
 
 # ---------------------------------------------------------------- survivors of issue 48's blind mutation audit

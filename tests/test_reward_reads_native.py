@@ -9,8 +9,13 @@ A second row binds the reader at the module's import (`from pyarrow.parquet impo
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import inspect
 import json
 import os
+import pkgutil
+import re
 import shutil
 from pathlib import Path
 
@@ -82,7 +87,36 @@ def _ipc(folder: Path, stream: bool) -> Path:
     return path
 
 
-# (module, attribute) -> (the file it reads, the reward's line that reads PATH through it)
+def _orc(folder: Path) -> Path:
+    import pyarrow.orc
+
+    pyarrow.orc.write_table(_table(), folder / "a.orc")
+    return folder / "a.orc"
+
+
+def _pandas(suffix: str, write: str):
+    def make(folder: Path) -> Path:
+        import pandas
+
+        path = folder / f"a.{suffix}"
+        getattr(pandas.DataFrame({"x": [1, 2]}), write)(path, **({"parser": "etree"} if suffix == "xml" else {}))
+        return path
+
+    return make
+
+
+def _with_metadata(folder: Path) -> Path:
+    """A parquet data set with its `_metadata` file (what pyarrow.dataset.parquet_dataset is given)."""
+    import pyarrow.parquet
+
+    collected: list = []
+    pyarrow.parquet.write_to_dataset(_table(), folder / "set", metadata_collector=collected)
+    pyarrow.parquet.write_metadata(_table().schema, folder / "set" / "_metadata", metadata_collector=collected)
+    return folder / "set" / "_metadata"
+
+
+# (module, attribute) -> (the file it reads, the reward's line that reads PATH through it): every native reader,
+# and every other reader of a path the installed packages offer (test_every_reader_a_package_offers_has_a_row).
 ROWS = {
     ("torch", "from_file"): (_bytes, "torch.from_file(PATH, size=16, dtype=torch.uint8)"),
     ("torch", "UntypedStorage.from_file"): (_bytes, "torch.UntypedStorage.from_file(PATH, False, 16)"),
@@ -103,9 +137,38 @@ ROWS = {
     ("pyarrow.feather", "read_table"): (_feather, "pyarrow.feather.read_table(PATH)"),
     ("pyarrow.ipc", "open_file"): (lambda f: _ipc(f, False), "pyarrow.ipc.open_file(PATH).read_all()"),
     ("pyarrow.ipc", "open_stream"): (lambda f: _ipc(f, True), "pyarrow.ipc.open_stream(PATH).read_all()"),
+    ("pyarrow.ipc", "RecordBatchFileReader.__init__"): (lambda f: _ipc(f, False),
+                                                        "pyarrow.ipc.RecordBatchFileReader(PATH).read_all()"),
+    ("pyarrow.ipc", "RecordBatchStreamReader.__init__"): (lambda f: _ipc(f, True),
+                                                          "pyarrow.RecordBatchStreamReader(PATH).read_all()"),
+    ("pyarrow.json", "open_json"): (_jsonl, "pyarrow.json.open_json(PATH).read_all()"),
+    ("pyarrow.feather", "read_feather"): (_feather, "pyarrow.feather.read_feather(PATH)"),
+    ("pyarrow.feather", "FeatherDataset.__init__"): (_feather, "pyarrow.feather.FeatherDataset([PATH]).read_table()"),
+    ("pyarrow.dataset", "dataset"): (_parquet, "pyarrow.dataset.dataset(PATH).to_table()"),
+    ("pyarrow.dataset", "parquet_dataset"): (_with_metadata, "pyarrow.dataset.parquet_dataset(PATH).to_table()"),
+    ("pyarrow.parquet", "ParquetDataset.__init__"): (_parquet, "pyarrow.parquet.ParquetDataset(PATH).read()"),
+    ("pyarrow.parquet", "read_pandas"): (_parquet, "pyarrow.parquet.read_pandas(PATH)"),
+    ("pyarrow.orc", "read_table"): (_orc, "pyarrow.orc.read_table(PATH)"),
+    ("pyarrow.orc", "ORCFile.__init__"): (_orc, "pyarrow.orc.ORCFile(PATH).read()"),
+    ("pyarrow.fs", "copy_files"): (_bytes, "pyarrow.fs.copy_files(PATH, tempfile.mkdtemp() + '/copy')"),
+    ("pandas", "read_csv"): (_csv, "pandas.read_csv(PATH)"),
+    ("pandas", "read_table"): (_csv, "pandas.read_table(PATH)"),
+    ("pandas", "read_fwf"): (_csv, "pandas.read_fwf(PATH)"),
+    ("pandas", "read_json"): (_jsonl, "pandas.read_json(PATH, lines=True)"),
+    ("pandas", "read_parquet"): (_parquet, "pandas.read_parquet(PATH)"),
+    ("pandas", "read_feather"): (_feather, "pandas.read_feather(PATH)"),
+    ("pandas", "read_orc"): (_orc, "pandas.read_orc(PATH)"),
+    ("pandas", "read_pickle"): (_pandas("pkl", "to_pickle"), "pandas.read_pickle(PATH)"),
+    ("pandas", "read_stata"): (_pandas("dta", "to_stata"), "pandas.read_stata(PATH)"),
+    ("pandas", "read_xml"): (_pandas("xml", "to_xml"), "pandas.read_xml(PATH, parser='etree')"),
+    # pandas writes no SAS file: the reader opens the file, then refuses these bytes (ValueError, let pass)
+    ("pandas", "read_sas"): (_bytes, "not_sas(pandas.read_sas, PATH, format='xport')"),
 }
-IMPORTS = "import pyarrow, pyarrow.csv, pyarrow.feather, pyarrow.ipc, pyarrow.json, pyarrow.parquet\n" \
-          "import safetensors, safetensors.numpy, safetensors.torch, tokenizers, torch\n"
+IMPORTS = "import tempfile, pandas\n" \
+          "def not_sas(read, *args, **kwargs):\n    try:\n        read(*args, **kwargs)\n" \
+          "    except ValueError as error:\n        assert 'not an XPORT file' in str(error), error\n" \
+          "import pyarrow, pyarrow.csv, pyarrow.dataset, pyarrow.feather, pyarrow.fs, pyarrow.ipc, pyarrow.json\n" \
+          "import pyarrow.orc, pyarrow.parquet, safetensors, safetensors.numpy, safetensors.torch, tokenizers, torch\n"
 
 
 def _recorded(folder: Path, monkeypatch, head: str, line: str, path: Path, tag: str) -> dict:
@@ -120,7 +183,84 @@ def _recorded(folder: Path, monkeypatch, head: str, line: str, path: Path, tag: 
 
 
 def test_every_native_reader_has_a_row():
-    assert set(ROWS) == set(NATIVE_READERS)
+    assert set(NATIVE_READERS) <= set(ROWS), set(NATIVE_READERS) - set(ROWS)
+
+
+# What a reward could read a file through, derived from the installed packages: every public callable of pyarrow
+# (and each of its modules), pandas and polars whose first parameter names a path. Each has a row above (a reward
+# reading through it is recorded), or one here: it takes no path (a buffer: test_a_buffer_reader_takes_no_path), it
+# writes, or it needs a package not installed here (then it reads nothing; installing that package fails
+# test_a_reader_needing_a_package_has_none_here until the reader has a row).
+OFFERED_BY = ("pyarrow", "pandas", "polars")
+NOT_SCANNED = {"pyarrow.lib": "the core the pyarrow namespace re-exports (its readers are pyarrow's)",
+               "pyarrow.tests": "pyarrow's own tests", "pyarrow.conftest": "pyarrow's own tests",
+               "pyarrow.benchmark": "pyarrow's own benchmarks"}
+PATH_PARAMETER = re.compile(r"path|source|file|where|buf|^io$")
+TAKES_A_BUFFER = {("pyarrow", "compress"), ("pyarrow", "decompress"), ("pyarrow", "deserialize_pandas"),
+                  ("pyarrow.ipc", "read_message"), ("pyarrow.ipc", "read_tensor"),
+                  ("pyarrow.ipc", "deserialize_pandas"),
+                  ("pyarrow.substrait", "deserialize_expressions"), ("pyarrow.substrait", "deserialize_schema")}
+WRITES = {("pyarrow", "create_memory_map"), ("pyarrow", "output_stream"), ("pyarrow.parquet", "ParquetWriter"),
+          ("pyarrow.orc", "ORCWriter"), ("pandas", "ExcelWriter")}
+NOT_A_READ = {("pyarrow", "set_timezone_db_path"): "where pyarrow finds its time zone database (on Windows only)",
+              ("pyarrow.jvm", "jvm_buffer"): "a Java ArrowBuf, through JPype"}
+NEEDS = {("pandas", "read_excel"): ("openpyxl", "xlrd", "odf", "pyxlsb", "python_calamine"),
+         ("pandas", "ExcelFile"): ("openpyxl", "xlrd", "odf", "pyxlsb", "python_calamine"),
+         ("pandas", "read_hdf"): ("tables",), ("pandas", "HDFStore"): ("tables",),
+         ("pandas", "read_spss"): ("pyreadstat",),
+         ("pandas", "read_html"): ("lxml", "bs4")}
+
+
+def _offered() -> dict:
+    """(module, name) -> the callable, of every public callable of the installed OFFERED_BY whose first parameter
+    names a path."""
+    names = list(OFFERED_BY)
+    if importlib.util.find_spec("pyarrow"):
+        import pyarrow
+
+        names += [f"pyarrow.{m.name}" for m in pkgutil.iter_modules(pyarrow.__path__) if not m.name.startswith("_")]
+    found = {}
+    for name in (n for n in names if n not in NOT_SCANNED and importlib.util.find_spec(n.split(".")[0])):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # a module not built here (pyarrow.cuda): nothing reads through it
+            continue
+        for attribute in (a for a in dir(module) if not a.startswith("_")):
+            value = getattr(module, attribute)
+            try:
+                parameters = [p for p in inspect.signature(value).parameters if p not in ("self", "cls")]
+            except (TypeError, ValueError):  # not a callable, or one with no signature to read
+                continue
+            if parameters and PATH_PARAMETER.search(parameters[0]):
+                found[name, attribute] = value
+    return found
+
+
+def _resolve(entry: tuple[str, str]):
+    """What a row's (module, attribute) names now: a class for its `__init__`."""
+    value = importlib.import_module(entry[0])
+    for part in entry[1].removesuffix(".__init__").split("."):
+        value = getattr(value, part)
+    return value
+
+
+def test_every_reader_a_package_offers_has_a_row():
+    """A callable bound under another name (pyarrow.RecordBatchFileReader is pyarrow.ipc's) shares its row."""
+    rowed = {id(_resolve(entry)) for entry in [*ROWS, *TAKES_A_BUFFER, *WRITES, *NOT_A_READ, *NEEDS]}
+    offered = _offered()
+    assert ("pyarrow.dataset", "dataset") in offered and ("pandas", "read_csv") in offered, sorted(offered)
+    assert not [entry for entry, value in offered.items() if id(value) not in rowed]
+
+
+@pytest.mark.parametrize("entry", sorted(TAKES_A_BUFFER), ids=[".".join(e) for e in sorted(TAKES_A_BUFFER)])
+def test_a_buffer_reader_takes_no_path(tmp_path, entry):
+    with pytest.raises(TypeError):
+        _resolve(entry)(str(_bytes(tmp_path)))
+
+
+@pytest.mark.parametrize("entry", sorted(NEEDS), ids=[".".join(e) for e in sorted(NEEDS)])
+def test_a_reader_needing_a_package_has_none_here(entry):
+    assert not [name for name in NEEDS[entry] if importlib.util.find_spec(name)], entry
 
 
 @pytest.mark.parametrize("entry", list(ROWS), ids=[".".join(e) for e in ROWS])
@@ -129,6 +269,14 @@ def test_a_native_reader_names_the_file_a_reward_reads(tmp_path, monkeypatch, en
     path = make(tmp_path)
     pins = _recorded(tmp_path, monkeypatch, "", line, path, "".join(c for c in ".".join(entry) if c.isalnum()))
     assert str(path) in pins and pins[str(path)].get("sha256"), pins
+
+
+def test_a_parquet_dataset_s_data_files_are_named_with_its_metadata(tmp_path, monkeypatch):
+    """pyarrow.dataset.parquet_dataset is given `_metadata` and reads the data files beside it: each is recorded."""
+    path = _with_metadata(tmp_path)
+    pins = _recorded(tmp_path, monkeypatch, "", "pyarrow.dataset.parquet_dataset(PATH).to_table()", path, "meta")
+    data = [str(p) for p in path.parent.glob("*.parquet")]
+    assert data and set(data) <= set(pins), (data, pins)
 
 
 def test_a_reader_bound_at_import_names_it_too(tmp_path, monkeypatch):
@@ -166,7 +314,10 @@ def _reparquet(path: Path) -> None:
 # (test_which_native_readers_take_a_folder). A folder given to one has its every file and listing pinned
 # (m11-sandbox-native-folder-unwalked: the folder alone, {kind: directory}, let a shard edited after the verdict
 # through the gate and the trainer).
-TAKES_A_FOLDER = {("pyarrow.parquet", "read_table"): _reparquet}
+TAKES_A_FOLDER = {("pyarrow.parquet", "read_table"): _reparquet, ("pyarrow.parquet", "read_pandas"): _reparquet,
+                  ("pyarrow.parquet", "ParquetDataset.__init__"): _reparquet,
+                  ("pyarrow.dataset", "dataset"): _reparquet, ("pandas", "read_parquet"): _reparquet,
+                  ("pyarrow.fs", "copy_files"): lambda path: path.write_bytes(bytes(range(16, 32)))}
 # A file of the folder (at its top, or in a partition folder under it) x a change after the verdict
 FOLDER_FILES = ("a.x", "part=1/b.x")
 FOLDER_CHANGES = ("kept", "edited", "added", "removed")

@@ -43,9 +43,10 @@ def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
     return generate(model, tokenizer, [render_prompt(tokenizer, p) for p in prompts], max_new_tokens)
 
 
-def model_card(run: Run, base: str, trained: Provenance, rewards, promotion: dict | None, merged: bool,
+def model_card(run: Run, base: str, trained: Provenance, promotion: dict | None, merged: bool,
                ckpt_sha: str | None = None) -> str:
-    """The card: what trained as the launch's signed record gives it (provenance.py), never the files as now."""
+    """The card: what trained as the launch's signed record gives it (provenance.py), never the files as now
+    (rewards.json's reward names and weights included)."""
     verdict = (promotion or {}).get("verdict")
     config_sha, reward_sha, inspection = trained.config_sha256, trained.reward_code_sha256, trained.inspection
     gone = "unrecorded" if not trained.recorded else "unknown"
@@ -55,7 +56,7 @@ def model_card(run: Run, base: str, trained: Provenance, rewards, promotion: dic
         if inspection.get("reviewer"):
             inspection_line += f" by {inspection['reviewer']}"
     reward_names = []
-    for spec in rewards or []:
+    for spec in trained.rewards or []:
         name = f"`{spec.get('name')}`"
         if spec.get("weight", 1.0) != 1.0:
             name += f" x{spec['weight']}"
@@ -79,7 +80,7 @@ def model_card(run: Run, base: str, trained: Provenance, rewards, promotion: dic
         f"| Base model | {report_name(base)} |",
         f"| Training config sha256 | `{config_sha or gone}` |",
         f"| Checkpoint content sha256 | `{ckpt_sha or 'unknown'}` |",
-        f"| Reward functions | {', '.join(reward_names) or 'unknown'} |",
+        f"| Reward functions | {', '.join(reward_names) or gone} |",
         f"| Reward code sha256 | `{reward_sha or gone}` |",
         f"| Inspection verdict | {inspection_line} |",
         f"| Promotion verdict | {verdict or 'never judged'} |",
@@ -174,7 +175,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         report(2, STAGES, "saving safetensors, tokenizer and model card")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        atomic_write_text(tmp / "README.md", model_card(run, base, trained, rewards, promotion, merged,
+        atomic_write_text(tmp / "README.md", model_card(run, base, trained, promotion, merged,
                                                        ckpt_sha))
         report(3, STAGES, "reloading the export and comparing greedy outputs")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)

@@ -4,9 +4,11 @@ files edited after training described a training that never happened).
 
 The source is the launcher's signed record of the launch, kept outside the workspace (evidence.record_launch, its
 `trained`: launchers.base.trained_record), for the launch whose signed save line (train/logs/saves.jsonl) wrote
-the exported checkpoint. The files as they are now are only compared with it: where one differs, a note says so
-and the card still gives what trained. Without such a record the provenance is unrecorded, and the card says so
-rather than print the files as they are now as if they trained.
+the exported checkpoint: the current launch, or an earlier one of a resumed run (the ledger keeps each earlier
+launch's record under `earlier`). The reward functions' names and weights are the record's too (the reviewed
+specs), never rewards.json as it is at export. The files as they are now are only compared with it: where one
+differs, a note says so and the card still gives what trained. Without such a record the provenance is
+unrecorded, and the card says so rather than print the files as they are now as if they trained.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from mcp_server.evidence import launch_record
 from mcp_server.rewards import reward_code_sha256
 from mcp_server.runs import Run
+from mcp_server.training.launchers.base import trained_rewards
 from mcp_server.training.trainer.digest import read_saves, save_key
 from mcp_server.workspace import sha256_file
 
@@ -31,6 +34,7 @@ class Provenance:
     config_sha256: str | None = None
     reward_code_sha256: str | None = None
     inspection: dict | None = None  # {"verdict": ..., "reviewer": ...} as the launch's gate judged it
+    rewards: list[dict] | None = None  # [{"name", "weight"}] as reviewed and trained
     notes: list[str] = field(default_factory=list)
 
 
@@ -44,7 +48,8 @@ def _unrecorded(run: Run, ckpt: Path, trained, launch, saved_by) -> str:
     elif saved_by is None:
         why = f"no signed save record (train/logs/saves.jsonl) ties {key} to a launch"
     else:
-        why = f"{key} was saved by another launch ({saved_by}) than the one recorded ({launch})"
+        why = (f"{key} was saved by a launch ({saved_by}) that is not the one recorded ({launch}) nor an earlier "
+               "launch of this run")
     return (f"provenance unrecorded: {why}; the card gives no config, reward code or inspection verdict as trained "
             "(the files as they are now are not evidence of what trained)")
 
@@ -63,6 +68,8 @@ def trained_provenance(run: Run, ckpt: Path, rewards: list) -> Provenance:
     key = save_key(run, ckpt)
     saved = [line for line in read_saves(run) if line.get("save") == key]
     saved_by = saved[-1].get("launch_id") if saved else None
+    if launch and saved_by and saved_by != launch and saved_by in entry.get("earlier", {}):
+        trained, launch = entry["earlier"][saved_by], saved_by  # an earlier launch of a resumed run saved it
     if not launch or not isinstance(trained, dict) or saved_by != launch:
         return Provenance(recorded=False, notes=[_unrecorded(run, ckpt, trained, launch, saved_by)])
     text = {k: v if isinstance(v, str) else None for k, v in trained.items()}
@@ -77,4 +84,5 @@ def trained_provenance(run: Run, ckpt: Path, rewards: list) -> Provenance:
             notes.append(CHANGED.format(what=what))
     inspection = {"verdict": text.get("verdict"), "reviewer": text.get("reviewer")} if text.get("verdict") else None
     return Provenance(recorded=True, config_sha256=text.get("config_sha256"),
-                      reward_code_sha256=text.get("reward_code_sha256"), inspection=inspection, notes=notes)
+                      reward_code_sha256=text.get("reward_code_sha256"), inspection=inspection,
+                      rewards=trained_rewards(trained.get("rewards")), notes=notes)

@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.evidence import run_file, sign, unrecorded, valid
+from mcp_server.evidence import SAMPLES_SIGNED_AS, SAMPLES_SIGNED_BY, samples_not_vouched, sign, unrecorded, valid
 from mcp_server.generation import rng_state
 from mcp_server.inspection.sampling_plan import Progress
 from mcp_server.runs import Run
@@ -37,7 +37,7 @@ from mcp_server.workspace import atomic_write_json, atomic_write_text, open_appe
 
 PARTIAL_META = "samples.partial.meta.json"
 # The sampler's record is signed for what it is, not under the run's path: a moved run keeps its samples
-SIGNED_BY, SIGNED_AS = "sample_completions", "samples.meta.json"
+SIGNED_BY, SIGNED_AS = SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS
 
 
 def kept_note(run: Run) -> str:
@@ -70,21 +70,12 @@ def write_samples_meta(run: Run, meta_path: Path, samples_path: Path, meta: dict
 
 def not_sampled(run: Run) -> str | None:
     """Why the run's inspection/samples.jsonl is not what the sampler wrote (None when its signed samples.meta.json
-    vouches for it): no record, a record the sampler did not sign there, or another file's digest."""
-    samples, meta = run.samples, run.samples_meta
-    name = run_file(run, samples)
-    if not meta.is_file():
-        return (f"{name} is not vouched for by the sampler: {run_file(run, meta)} is missing; run sample_completions "
-                "again (it writes and signs both)")
-    record = read_json_if_present(meta)
-    if not valid(SIGNED_BY, SIGNED_AS, record):
-        return (f"{name} is not vouched for by the sampler: {unrecorded(run_file(run, meta))}; run "
-                "sample_completions again")
-    if not samples.is_file() or sha256_file(samples) != record.get("samples_sha256"):
-        return (f"{name} is not the file sample_completions wrote (its sha256 is not the one the sampler signed in "
-                f"{run_file(run, meta)}): completions written or edited by hand back no review; run "
-                "sample_completions again")
-    return None
+    vouches for it): evidence.samples_not_vouched of the file as it is."""
+    try:
+        data = run.samples.read_bytes() if run.samples.is_file() else None
+    except OSError:
+        data = None
+    return samples_not_vouched(run, data)
 
 
 def refuse_unsampled(run: Run) -> None:

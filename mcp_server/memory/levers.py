@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import samples_not_vouched
 from mcp_server.memory.breakdown import COLOCATED_VLLM_FIELDS, Breakdown, Fit, FitCache
 from mcp_server.memory.components import (colocated_vllm, colocated_vllm_weight_bytes, one_sequence_kv_bytes,
                                            vllm_max_model_len)
@@ -81,25 +82,34 @@ class Inspected(NamedTuple):
     truncated: int  # samples cut at max_new_tokens
 
 
-def inspected_completion_length(run_dir: Path | None) -> Inspected | None:
-    """The completion lengths of the run's inspection samples (inspection/samples.jsonl), when there are any."""
+def inspected_completion_length(run_dir: Path | None) -> tuple[Inspected | None, str | None]:
+    """(the completion lengths of the run's inspection samples, inspection/samples.jsonl, when there are any; why
+    they are not read). Only samples the sampler signed are read (evidence.samples_not_vouched, on the bytes read
+    here): completions written or edited by hand would otherwise shorten max_completion_length (the
+    shorter_completions lever) on lengths no model produced."""
     if run_dir is None:
-        return None
+        return None, None
     run = Run(run_dir)
     if not run.samples.is_file():
-        return None
+        return None, None
+    try:
+        data = run.samples.read_bytes()
+    except OSError:
+        data = None
+    if why := samples_not_vouched(run, data):
+        return None, f"shorter_completions not offered: {why}"
     samples = longest = truncated = 0
     try:
-        for line in run.samples.read_text(encoding="utf-8").splitlines():
+        for line in data.decode("utf-8").split("\n"):
             if not line.strip():
                 continue
             record = json.loads(line)
             samples += 1
             longest = max(longest, len(record.get("completion_ids") or []))
             truncated += bool(record.get("truncated"))
-    except (OSError, ValueError):
-        return None
-    return Inspected(samples, longest, truncated) if samples else None
+    except (ValueError, AttributeError):
+        return None, None
+    return (Inspected(samples, longest, truncated) if samples else None), None
 
 
 def shorter_completion_length(settings: RunSettings, inspected: Inspected | None) -> int | None:

@@ -270,13 +270,13 @@ def _plan(spec: RunSpec, options: PlanOptions) -> MemoryPlan:
         rewards = spec.rewards if config else [r.model_dump() for r in default_rewards()]
         validator = LeverValidator(config_for_validation(config, model, settings), rewards, target,
                                    options.validate_levers, world=_lever_world(spec, options))
-        inspection = inspected_completion_length(spec.base_dir)
+        inspection, unread = inspected_completion_length(spec.base_dir)
         levers, recommended = rank_levers(arch, params, settings, target, breakdown, validator, inspection,
                                           unlaid=unlaid)
         if validator.base_errors:
             notes.append("the run's config is already invalid (" + "; ".join(sorted(validator.base_errors))
                          + "); levers are judged on the errors they add")
-        notes += validator.notes
+        notes += validator.notes + ([unread] if unread else [])
     notes += _notes(arch, settings, target, config, options)
     if breakdown.generation_peak_expandable and breakdown.generation_peak - breakdown.generation_peak_expandable > 0.5:
         notes.append(f"generation peak {breakdown.generation_peak:.1f} GiB planned under PyTorch's default caching "

@@ -18,6 +18,8 @@ import os
 import sys
 
 # (module, attribute path) of each reader by path that reads with no audit event, where its library is installed.
+# tests/test_reward_reads_native.py derives from the installed pyarrow, pandas and polars every public callable that
+# takes a path, and fails on one with no row (recorded here, through Python's open, or not a read of a path).
 NATIVE_READERS = (
     ("torch", "from_file"), ("torch", "UntypedStorage.from_file"),
     ("safetensors", "safe_open"), ("safetensors.torch", "load_file"), ("safetensors.numpy", "load_file"),
@@ -26,9 +28,17 @@ NATIVE_READERS = (
     ("pyarrow.parquet", "read_table"), ("pyarrow.parquet", "read_metadata"), ("pyarrow.parquet", "read_schema"),
     ("pyarrow.parquet", "ParquetFile.__init__"), ("pyarrow.csv", "read_csv"), ("pyarrow.csv", "open_csv"),
     ("pyarrow.json", "read_json"), ("pyarrow.feather", "read_table"), ("pyarrow.ipc", "open_file"),
-    ("pyarrow.ipc", "open_stream"),
+    ("pyarrow.ipc", "open_stream"), ("pyarrow.ipc", "RecordBatchFileReader.__init__"),
+    ("pyarrow.ipc", "RecordBatchStreamReader.__init__"), ("pyarrow.json", "open_json"),
+    ("pyarrow.feather", "read_feather"), ("pyarrow.feather", "FeatherDataset.__init__"),
+    ("pyarrow.dataset", "dataset"), ("pyarrow.dataset", "parquet_dataset"),
+    ("pyarrow.parquet", "ParquetDataset.__init__"), ("pyarrow.orc", "read_table"), ("pyarrow.orc", "ORCFile.__init__"),
+    ("pyarrow.fs", "copy_files"),
 )
-PATH_KEYWORDS = ("filename", "path", "source", "where", "input_file", "file", "f")
+# Readers given one file that read the files of its folder too: pyarrow.dataset.parquet_dataset('d/_metadata') reads
+# the data files `_metadata` lists, beside it.
+READS_ITS_FOLDER = frozenset({("pyarrow.dataset", "parquet_dataset")})
+PATH_KEYWORDS = ("filename", "path", "source", "where", "input_file", "file", "f", "path_or_paths", "metadata_path")
 _WRAPPED: dict[tuple[str, str], object] = {}  # (module, attribute) -> the wrapper in place
 _OS_OPEN = os.open
 _RECORDINGS: list = []  # reads._ACTIVE, handed over by install(): the recordings in force
@@ -58,11 +68,12 @@ def _paths(args, kwargs) -> list[str]:
     return out
 
 
-def _wrap(original, method: bool):
+def _wrap(original, method: bool, folder: bool = False):
     @functools.wraps(original)
     def reader(*args, **kwargs):
         if _RECORDINGS:
-            for path in _paths(args[1:] if method else args, kwargs):
+            paths = _paths(args[1:] if method else args, kwargs)
+            for path in _paths((sorted({os.path.dirname(p) for p in paths}),), {}) if folder else paths:
                 sys.audit("open", path, "r", 0)
         return original(*args, **kwargs)
 
@@ -86,7 +97,7 @@ def install(recordings: list) -> None:
         original = getattr(owner, name, None)
         if original is None:
             continue
-        wrapper = _wrap(original, method=name == "__init__")
+        wrapper = _wrap(original, method=name == "__init__", folder=(module, attribute) in READS_ITS_FOLDER)
         try:
             setattr(owner, name, staticmethod(wrapper) if parents and name != "__init__" else wrapper)
         except (AttributeError, TypeError):  # a type that takes no attributes: left as it is

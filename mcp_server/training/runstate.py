@@ -71,11 +71,8 @@ def log_tail(run: Run, lines: int) -> list[str]:
     path = run.stdout
     if lines <= 0 or not (path.exists() or path.is_symlink()):
         return []
-    try:  # a train/logs (or a log) linked elsewhere would show another run's lines as this run's (round 13, N2)
-        real = path.resolve()
-    except (OSError, RuntimeError):  # a link loop
-        real = None
-    if real is None or not real.is_relative_to(run.dir.resolve()):
+    real, outside = run.leads_outside(path)  # a train/logs (or a log) linked elsewhere would show another run's
+    if outside:  # lines as this run's (round 13, N2)
         return [f"({path.relative_to(run.dir)} leads outside the run directory, to {real or 'a link loop'}: not read)"]
     try:  # a directory or a pipe (which would block): say so where the log would be
         with open_regular(path) as handle:

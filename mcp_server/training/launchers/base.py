@@ -342,9 +342,11 @@ def verdict_env(run: Run) -> dict[str, str]:
 def trained_record(run: Run, config_sha256: str | None, pins: dict[str, str]) -> dict:
     """What a launch trains, for the launcher's signed record outside the workspace (evidence.record_launch): the
     config's sha256 as its gates judged it, the reward-code and verdict hashes passed to the trainer (`pins`:
-    verdict_env), and the verdict's decision and reviewer read from the bytes that hash names (else none). An
-    export's model card reports these, never the files as they are at export (issue 48 round 14)."""
-    verdict_sha, decision, reviewer = pins.get(VERDICT_SHA_ENV), None, None
+    verdict_env), and the verdict's decision, reviewer and reward functions (each name and weight, as reviewed: the
+    reward-code hash the trainer checks covers them) read from the bytes that hash names (else none). An export's
+    model card reports these, never the files as they are at export (issue 48 round 14; rewards.json, editable
+    after training, gave the card's reward names and weights)."""
+    verdict_sha, decision, reviewer, rewards = pins.get(VERDICT_SHA_ENV), None, None, None
     try:
         raw = run.verdict.read_bytes() if verdict_sha and run.verdict.is_file() else b""
         value = json.loads(raw) if raw and hashlib.sha256(raw).hexdigest() == verdict_sha else None
@@ -353,8 +355,19 @@ def trained_record(run: Run, config_sha256: str | None, pins: dict[str, str]) ->
     if isinstance(value, dict):
         decision = value.get("verdict") if isinstance(value.get("verdict"), str) else None
         reviewer = value.get("reviewer") if isinstance(value.get("reviewer"), str) else None
+        rewards = trained_rewards(value.get("rewards"))
     return {"config_sha256": config_sha256, "reward_code_sha256": pins.get(REWARD_SHA_ENV),
-            "verdict_sha256": verdict_sha, "verdict": decision, "reviewer": reviewer}
+            "verdict_sha256": verdict_sha, "verdict": decision, "reviewer": reviewer, "rewards": rewards}
+
+
+def trained_rewards(specs) -> list[dict] | None:
+    """[{"name", "weight"}] of reward specs as a verdict records them, None where they are not such a list."""
+    if not isinstance(specs, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in specs):
+        return None
+    weights = [s.get("weight", 1.0) for s in specs]
+    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights):
+        return None
+    return [{"name": s["name"], "weight": w} for s, w in zip(specs, weights)]
 
 
 def verdict_shell_pins(run: Run) -> tuple[dict | None, dict | None]:
