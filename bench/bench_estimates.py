@@ -7,9 +7,11 @@ step estimate (training_status before the first step) against the seconds betwee
 case with its estimate, measurement and ratio (estimate / measured); the machine's load is printed beside them
 (the probe measures the machine at the time, so a load that changes mid-case moves the ratio). Each sampling case
 runs twice: as the machine is, and loaded by one busy loop per core made here (the plan then reads that load). The
-sampling figures are decoding's (the plan's scope); the model's loading is printed apart.
+sampling figures are decoding's (the plan's scope); the model's loading is printed apart. First, the same config's step
+estimate three times from fresh probes (emission's figure: how far it moves at one load), and the training case
+also prints emission's range and whether the measured step is inside it.
 
-    .venv/bin/python bench/bench_estimates.py [--skip-training] [--skip-smollm2]
+    .venv/bin/python bench/bench_estimates.py [--skip-sampling] [--skip-training] [--skip-smollm2]
 """
 
 from __future__ import annotations
@@ -83,6 +85,11 @@ def training_case() -> dict:
 
     run = emit_run("train-tiny", max_steps=4, generation_kwargs={"min_new_tokens": 12})
     pass_inspection(run)
+    from mcp_server.memory.estimate import step_estimate
+    from mcp_server.recipe.runspec import RunSpec
+
+    emitted = step_estimate(RunSpec.of_run(Run(run)))  # what emission says (a range where the model gives one)
+    low, high = getattr(emitted, "low_s", None), getattr(emitted, "high_s", None)
     launched = launch_training(LaunchRequest(run=str(run)))
     assert launched.launched, launched.message
     first = training_status(StatusRequest(run=str(run)))
@@ -92,7 +99,7 @@ def training_case() -> dict:
         if status.state not in ("starting", "running"):
             break
         time.sleep(2)
-    times = [line.get("time") for line in read_progress(Run(run)) if line.get("step") is not None]
+    times = [line.get("time") for line in read_progress(Run(run))[0] if line.get("step") is not None]
     stamps = [t if isinstance(t, (int, float)) else time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S"))
               for t in times if t]
     steps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
@@ -100,7 +107,38 @@ def training_case() -> dict:
     return {"case": "training tiny on the CPU: seconds per step after the first", "estimate": first.step_estimate,
             "estimate_s": first.step_estimate_s, "measured_s": measured, "state": status.state,
             "ratio": round(first.step_estimate_s / measured, 2) if measured and first.step_estimate_s else None,
-            "load": os.getloadavg()[0]}
+            "emitted_s": emitted.step_s if emitted else None, "emitted_range_s": [low, high] if low else None,
+            "emitted_ratio": round(emitted.step_s / measured, 2) if measured and emitted else None,
+            "inside_range": low <= measured <= high if measured and low else None, "load": os.getloadavg()[0]}
+
+
+def emission_case(times: int = 3) -> dict:
+    """The same config's step estimate `times` times in a row, each from a fresh probe (the stored one removed), as
+    `times` emissions a minute apart would give it at the machine's load: the largest over the smallest."""
+    from support import emit_run
+
+    from mcp_server.memory import cpu_speed
+    from mcp_server.memory.estimate import step_estimate
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+
+    spec = RunSpec.of_run(Run(emit_run("emit-twice", max_steps=4, generation_kwargs={"min_new_tokens": 12})))
+    figures, ranges, loads = [], [], []
+    before = os.environ.get("LLM_FINETUNING_CACHE")
+    with tempfile.TemporaryDirectory(prefix="bench-probe-") as cache:
+        os.environ["LLM_FINETUNING_CACHE"] = cache  # the probes stored here, removed before each: never the user's
+        try:
+            for _ in range(times):
+                cpu_speed._probe_file().unlink(missing_ok=True)
+                estimate = step_estimate(spec)
+                figures.append(estimate.step_s)
+                ranges.append([getattr(estimate, "low_s", None), getattr(estimate, "high_s", None)])
+                loads.append(round(os.getloadavg()[0], 1))
+        finally:
+            os.environ.pop("LLM_FINETUNING_CACHE", None) if before is None else \
+                os.environ.__setitem__("LLM_FINETUNING_CACHE", before)
+    return {"case": f"the same tiny config's CPU step estimate, {times} fresh probes in a row", "estimates_s": figures,
+            "ranges_s": ranges, "spread": round(max(figures) / min(figures), 2), "loads": loads}
 
 
 def main() -> None:
@@ -109,8 +147,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-estimates-") as ws:
         os.environ["LLM_FINETUNING_WORKSPACE"] = ws
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-        show(sampling_case("tiny", 8, 64))  # each case as it ends: a slow machine still gets the first figures
-        show(loaded(sampling_case, "tiny", 8, 64))  # estimate / measured, quiet and loaded
+        show(emission_case())
+        if "--skip-sampling" not in sys.argv:
+            show(sampling_case("tiny", 8, 64))  # each case as it ends: a slow machine still gets the first figures
+            show(loaded(sampling_case, "tiny", 8, 64))  # estimate / measured, quiet and loaded
         if "--skip-training" not in sys.argv:
             show(training_case())
         if "--skip-smollm2" not in sys.argv:

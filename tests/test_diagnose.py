@@ -1284,3 +1284,83 @@ def test_hostile_numbers_and_types(tmp_path, workspace):
     proc = run_cli("training-status", str(run), "--plot", env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert "ValueError" not in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
     assert (run / "progress.png").is_file()
+
+
+# ---------------------------------------------------------------- issue 49: the cut is blamed only on evidence
+# A log of 16 completions (per_device_train_batch_size 16, one log per step) in groups of 4, the cut ones filling
+# the first groups: each log's metrics are computed from the constructed rewards as TRL computes them (the batch
+# mean, its unbiased std, the share of groups whose rewards are all equal, the cut share).
+CUT_BATCH, CUT_GROUP = 16, 4
+CUT_SHARES = {  # the cut share of each of 8 logs
+    "half, moving": [0.25, 0.75] * 4, "half, steady": [0.5] * 8,
+    "three quarters, moving": [0.5, 1.0] * 4, "three quarters, steady": [0.75] * 8,
+    "a quarter, moving": [0.0, 0.5] * 4,
+    "almost all": [1.0, 0.9375] * 4,  # 2 completions ended over the last 4 logs: too few to tell
+}
+
+
+def cut_batch_row(cut: float, cut_reward: float, uncut_reward: float) -> dict:
+    k = round(cut * CUT_BATCH)
+    rewards = [cut_reward] * k + [uncut_reward] * (CUT_BATCH - k)
+    groups = [rewards[i:i + CUT_GROUP] for i in range(0, CUT_BATCH, CUT_GROUP)]
+    mean, std = statistics.fmean(rewards), statistics.stdev(rewards)
+    row = {k_: v for k_, v in healthy_rows(1)[0].items() if "format_reward" not in k_}
+    return {**row, "reward": mean, "reward_std": std, "rewards/correctness_reward/mean": mean,
+            "rewards/correctness_reward/std": std,
+            "frac_reward_zero_std": sum(max(g) == min(g) for g in groups) / len(groups),
+            "completions/clipped_ratio": k / CUT_BATCH, "completions/mean_length": 18.0 + 6 * k / CUT_BATCH,
+            "completions/mean_terminated_length": 18.0 if k < CUT_BATCH else 0.0}
+
+
+@pytest.mark.parametrize("uncut_reward", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("cut_reward", [0.0, 1.0])
+@pytest.mark.parametrize("shares", sorted(CUT_SHARES))
+def test_zero_spread_is_blamed_on_the_cut_only_where_the_cut_ones_score_lower(tmp_path, shares, cut_reward,
+                                                                              uncut_reward):
+    """Issue 49's walk: half the completions cut, every completion at 0 (the uncut half too), was "because their
+    completions are cut ... an easier task would not help". Truncation is the cause of groups scoring alike (and of
+    a task reward that never pays) only where the logs say the cut ones score lower: the reward fitted on a cut
+    share that moves falls as it rises; or where too few completions ended to tell, said so. Finished ones scoring
+    what the cut ones score (reward_std 0), or more, or a steady share that cannot tell: the cut is not blamed."""
+    cuts = CUT_SHARES[shares]
+    d = diagnose_series(tmp_path, [cut_batch_row(c, cut_reward, uncut_reward) for c in cuts],
+                        per_device_train_batch_size=CUT_BATCH)
+    found = by_code(d, "no_reward_signal")
+    causes = {found.caused_by, *found.other_causes}
+    for code in ("signal_lost", "task_never_scores", "reward_never_pays"):
+        for f in (f for f in d.findings if f.code == code):
+            assert ("completions_truncated" in {f.caused_by, *f.other_causes}) <= ("completions_truncated" in causes)
+    few = shares == "almost all"
+    blamed = few or ("moving" in shares and cut_reward < uncut_reward)
+    assert ("completions_truncated" in causes) == blamed, (found.caused_by, found.other_causes, found.explanation)
+    late = statistics.fmean(cuts[4:])
+    if blamed and late >= 0.5:
+        assert "because their completions are cut" in found.explanation, found.explanation
+        assert ("too few to tell" if few else "the cut ones score lower") in found.explanation, found.explanation
+        return
+    assert "because their completions are cut" not in found.explanation and "would not help" not in found.explanation
+    if blamed:  # a cut share under half: the truncation finding is the cause, this finding's text names none
+        return
+    assert "completions_truncated" not in causes
+    said = {"steady": "the logs cannot tell", "alike": "scored the same as the cut ones",
+            "higher": "the cut ones do not score lower"}
+    kind = "alike" if cut_reward == uncut_reward else "steady" if "steady" in shares else "higher"
+    if late >= 0.5:
+        assert f"{late:.0%} of the completions are cut" in found.explanation and said[kind] in found.explanation, \
+            found.explanation
+    if cut_reward == uncut_reward == 0.0:
+        assert "Every completion scores 0" in found.explanation, found.explanation
+
+
+def test_half_cut_at_reward_zero_through_the_cli(tmp_path):
+    """The walk's case through diagnose-run's CLI, one logged step of 8 completions: half cut, all at reward 0, so
+    the 4 that ended scored 0 too: the task or the reward is named, not the cut."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(SERIES_CONFIG))
+    row = {**cut_batch_row(0.5, 0.0, 0.0), "step": 1}
+    proc, data = run_cli_json("diagnose-run", str(series_file(tmp_path, [row])), "--config", str(config),
+                              "--no-validate")
+    found = next(f for f in data["findings"] if f["code"] == "no_reward_signal")
+    assert "because their completions are cut" not in found["explanation"], found
+    assert "Every completion scores 0" in found["explanation"] and "scored the same as the cut ones" in \
+        found["explanation"], found

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mcp_server.diagnosis.context import Ctx
+from mcp_server.diagnosis.cut_evidence import cut_explains
 from mcp_server.diagnosis.models import DiagnosisFinding
 from mcp_server.diagnosis.registry import REGISTRY, RULE_OF, TRIAGE_ORDER
 
@@ -51,6 +52,8 @@ def can_cause(ctx: Ctx, cause: DiagnosisFinding, effect: DiagnosisFinding) -> bo
         return False
     if effect.code in ("completions_never_terminate", "completions_truncated") and ctx.cut_before_training():
         return False  # the base model's samples were cut before any update: no training finding caused it
+    if cause.code == "completions_truncated" and not cut_explains(ctx, effect.code):
+        return False  # the completions that ended scored alike too, or not higher: the cut is not what did it
     if cause.code == "lr_out_of_range":  # a low rate explains a flat reward, a high one a divergence
         lr, _ = ctx.learning_rate
         low = lr is not None and lr < ctx.lr_range()[0]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -40,7 +41,9 @@ SYNC_OPS_PER_LAYER = 5
 # A GRPO optimizer step's own host work beyond the model (rewards, logging, the optimizer, a checkpoint): the tiny
 # model's run (save_steps 1) took 4.2 s a step at load 8.6 where the model's compute was 0.1 s.
 TRAINER_HOST_OPS_PER_STEP = 100_000
-PROBE_SECONDS = 0.15  # per measurement; five measurements per probe
+PROBE_SECONDS = 0.05  # per measurement; six measurements per reading
+PROBE_ROUNDS = 5  # readings per probe: their median is the typical one (probe_readings)
+POOL_S, POOL_MAX = 300, 15  # a probe's readings pooled with those of the last 5 minutes, at most 15 (pooled)
 PROBE_KEPT_S = 24 * 3600  # a stored probe older than this is not used by training_status
 
 
@@ -62,8 +65,33 @@ def _probe_file() -> Path:
     return Path(os.environ.get("LLM_FINETUNING_CACHE", Path.home() / ".cache" / "llm-finetuning")) / "cpu_probe.json"
 
 
-def probe(threads: int) -> CpuThroughput:
-    """Measure this machine now, with `threads` torch threads (restored after), and keep the result."""
+def probe(threads: int, rounds: int = PROBE_ROUNDS) -> CpuThroughput:
+    """Measure this machine now, with `threads` torch threads (restored after), and keep the result: the typical
+    (median) of `rounds` short readings (probe_readings), kept with the readings themselves."""
+    return typical(probe_readings(threads, rounds))
+
+
+def probe_readings(threads: int, rounds: int = PROBE_ROUNDS) -> list[CpuThroughput]:
+    """`rounds` short readings of this machine, one after the other, kept (with their median, `typical`). On a busy
+    machine one reading catches a lull or a spike (issue 49: the emit step estimate moved 4x from one probe to the
+    next at a steady load 10-11, and a run took 1.7-4.2x the figure): their median is what an estimate stands on,
+    their spread what its range covers."""
+    readings = pooled(kept_readings(threads)[1:], [_read(threads) for _ in range(max(rounds, 1))], time.time())
+    _keep(typical(readings), readings)
+    return readings
+
+
+def pooled(earlier: list[CpuThroughput], new: list[CpuThroughput], now: float) -> list[CpuThroughput]:
+    """`new` readings with the `earlier` ones taken within POOL_S before `now`, the latest POOL_MAX: a probe's
+    readings are taken within a second or two, in one state of the machine; a steady load's next probe (another
+    emission, sampling) adds to them rather than replacing them, so one probe that caught a lull or a spike moves
+    the median only by its share."""
+    return [r for r in earlier if now - r.measured_at <= POOL_S][-(POOL_MAX - len(new)):] + new \
+        if len(new) < POOL_MAX else new[-POOL_MAX:]
+
+
+def _read(threads: int) -> CpuThroughput:
+    """One short reading: the matmul rate, the copy bandwidth and the small operator, on `threads` threads."""
     import torch
 
     before = torch.get_num_threads()
@@ -85,9 +113,13 @@ def probe(threads: int) -> CpuThroughput:
         single = 1 / _rate(lambda: torch.nn.functional.silu(small @ weight), 1)
     finally:
         torch.set_num_threads(before)
-    measured = CpuThroughput(flops, bandwidth, threads, time.time(), single, max(threaded - single, 0.0), share)
-    _keep(measured)
-    return measured
+    return CpuThroughput(flops, bandwidth, threads, time.time(), single, max(threaded - single, 0.0), share)
+
+
+def typical(readings: list[CpuThroughput]) -> CpuThroughput:
+    """The median of each figure over `readings` (one thread count), timed at the latest."""
+    return CpuThroughput(*(statistics.median(r[i] for r in readings) for i in range(len(CpuThroughput._fields))))\
+        ._replace(threads=readings[0].threads, measured_at=max(r.measured_at for r in readings))
 
 
 def _rate(work, amount: float) -> float:
@@ -101,14 +133,14 @@ def _rate(work, amount: float) -> float:
             return amount * count / elapsed
 
 
-def _keep(measured: CpuThroughput) -> None:
+def _keep(measured: CpuThroughput, readings: list[CpuThroughput] | None = None) -> None:
     path = _probe_file()
     try:
         kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         kept = kept if isinstance(kept, dict) else {}
     except (OSError, ValueError):
         kept = {}
-    kept[str(measured.threads)] = measured._asdict()
+    kept[str(measured.threads)] = {**measured._asdict(), "readings": [r._asdict() for r in readings or []]}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}")
@@ -119,28 +151,66 @@ def _keep(measured: CpuThroughput) -> None:
 
 
 def kept(threads: int) -> CpuThroughput | None:
-    """The last probe with `threads` threads, when it is recent (PROBE_KEPT_S)."""
+    """The last probe with `threads` threads (its typical reading), when it is recent (PROBE_KEPT_S)."""
+    readings = kept_readings(threads)
+    return readings[0] if readings else None
+
+
+def kept_readings(threads: int) -> list[CpuThroughput]:
+    """The last probe with `threads` threads when it is recent (PROBE_KEPT_S): its typical reading first, then the
+    readings it was the median of (none for a probe kept before they were); [] when there is none."""
     try:
         entry = json.loads(_probe_file().read_text(encoding="utf-8")).get(str(threads))
-        measured = CpuThroughput(**entry) if set(CpuThroughput._fields) - set(entry) <= {"share"} and set(entry) <= \
-            set(CpuThroughput._fields) else None  # not an older probe's fields (one kept before `share` serves)
+        entries = [{k: v for k, v in entry.items() if k != "readings"}, *(entry.get("readings") or [])]
+        # not an older probe's fields (one kept before `share` serves)
+        readings = [CpuThroughput(**e) for e in entries
+                    if set(CpuThroughput._fields) - set(e) <= {"share"} and set(e) <= set(CpuThroughput._fields)]
     except (OSError, ValueError, TypeError, AttributeError):
-        return None
-    return measured if measured and time.time() - measured.measured_at < PROBE_KEPT_S else None
+        return []
+    if len(readings) != len(entries):  # one not readable: none trusted
+        return []
+    return readings if time.time() - readings[0].measured_at < PROBE_KEPT_S else []
 
 
 def load_now() -> tuple[float, int]:
     """(load average, cores): the larger of the last 1 and 5 minutes' load averages (a busy machine's load swings:
     7 to 14 within a walk's sampling), and the cores this process may run on."""
-    try:
-        load = max(os.getloadavg()[:2])
-    except OSError:  # no load average on this system
-        load = 0.0
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return load, cores
+    load = load_range()
+    return load.typical, load.cores
+
+
+class Load(NamedTuple):
+    """The machine's load as an estimate reads it: the figure it stands on and the range it covers."""
+
+    typical: float  # the larger of the last 1 and 5 minutes' load averages
+    low: float  # the least of the 1, 5 and 15 minutes' averages
+    high: float  # the largest of them
+    cores: int
+
+
+def load_range(figures: tuple[float, ...] | None = None, cores: int | None = None) -> Load:
+    """The load from `figures` (os.getloadavg()'s 1, 5 and 15 minutes when not given) on `cores` (the cores this
+    process may run on when not given): one momentary figure moves an estimate, three averages bound it."""
+    if figures is None:
+        try:
+            figures = tuple(os.getloadavg())
+        except OSError:  # no load average on this system
+            figures = (0.0,)
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    return Load(max(figures[:2]), min(figures), max(figures), cores)
+
+
+def as_load(load: tuple[float, int] | Load | None) -> Load:
+    """A Load from what a caller passes: None (read now), (load average, cores) (one figure: no range) or a Load."""
+    if load is None:
+        return load_range()
+    if isinstance(load, Load):
+        return load
+    return Load(float(load[0]), float(load[0]), float(load[0]), int(load[1]))
 
 
 def busy(load: float, cores: int) -> str:

@@ -23,6 +23,8 @@ from mcp_server.runs import Run
 class StepEstimate(NamedTuple):
     step_s: float
     text: str  # the figure and what it stands on
+    low_s: float | None = None  # on a CPU: the range the machine's readings and load averages span
+    high_s: float | None = None
 
 
 def trainer_threads() -> int:
@@ -79,14 +81,17 @@ def sampled_prompt_tokens(spec: RunSpec) -> int | None:
     return max(1, round(sum(sizes) / len(sizes))) if sizes else None
 
 
-def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] | None = None,
-                  running: bool = False) -> StepEstimate | None:
+def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] | cpu_speed.Load | None = None,
+                  running: bool = False, readings: list[cpu_speed.CpuThroughput] | None = None) -> StepEstimate | None:
     """Seconds per optimizer step of `spec`'s run on its target; None where the run cannot be planned. On a CPU
-    target the stored probe is used when recent, else the machine is measured now unless `measure` is False (a
-    probe while the run trains measures the run); the measured speed slowed to the share of the cores the trainer's
-    threads get at `load` (load average, cores: cpu_speed.load_now when not given; `running`: the run is one of that
-    load, its own threads not counted against it), as sampling's plan does (issue 49's seventh walk: a step took 3.5x
-    the figure of a probe at load 15-17)."""
+    target the machine's readings (`readings`; else the stored probe's when recent, else the machine measured now
+    unless `measure` is False: a probe while the run trains measures the run), each slowed to the share of the cores
+    the trainer's threads get at `load` (cpu_speed.as_load: a (load average, cores) pair, or a Load with the range
+    of the load averages; read now when not given; `running`: the run is one of that load, its own threads not
+    counted against it), as sampling's plan does (issue 49's seventh walk: a step took 3.5x the figure of a probe at
+    load 15-17). The figure is the mean of the middle half of the readings' figures at the typical load, so one
+    reading that caught a lull or a spike does not move it (issue 49: 4x from one emission to the next at a steady
+    load 10-11); the range spans every reading from the least to the largest load average."""
     try:
         if not spec.target.cpu:
             speed = plan(spec).speed
@@ -102,28 +107,57 @@ def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] |
     if prompt is not None:  # the planner's prompt_length is a bound (TRL's old truncation); the samples say more
         settings = settings.updated({"prompt_length": prompt})
     threads = trainer_threads()
-    cpu = cpu_speed.kept(threads)
-    if cpu is None and measure:
-        try:
-            cpu = cpu_speed.probe(threads)
-        except ImportError:  # the server's light environment has no torch: only a stored probe serves there
-            cpu = None
-    if cpu is None:
+    readings = readings or _readings(threads, measure)
+    if not readings:
         return None
-    step = estimate_cpu_step(arch, params, settings, cpu)
-    load_avg, cores = load or cpu_speed.load_now()
-    others = max(load_avg - threads, 0.0) if running else load_avg
-    slowdown, busy = cpu_speed.slowdown_at_load(cpu, others, cores), cpu_speed.busy(load_avg, cores)
-    at_load = "" if slowdown <= 1 else (f", {slowdown:.1f}x the measured speed's time: at load {load_avg:.0f} on "
-                                        f"{cores} core{'s' if cores != 1 else ''} its {threads} thread"
-                                        f"{'s' if threads != 1 else ''} get about "
-                                        f"{cpu_speed.fair_share(threads, others, cores):.0%} of their time")
-    seconds = round(step.step_s * slowdown, 1)
-    return StepEstimate(seconds, f"about {_duration(seconds)} per step on this CPU, every completion at "
-                                 f"its limit (generation {_duration(step.rollout_s * slowdown)}, training "
-                                 f"{_duration(step.train_s * slowdown)}; {step.basis}{at_load})"
-                        + (f"; {busy}: a busier machine takes longer, and the steps logged give the measured time"
-                           if busy else ""))
+    load_ = cpu_speed.as_load(load)
+
+    def slowdown(cpu: cpu_speed.CpuThroughput, load_avg: float) -> float:
+        return cpu_speed.slowdown_at_load(cpu, max(load_avg - threads, 0.0) if running else load_avg, load_.cores)
+
+    steps = [(estimate_cpu_step(arch, params, settings, cpu), cpu) for cpu in readings]
+    at = sorted(((step, cpu, step.step_s * slowdown(cpu, load_.typical)) for step, cpu in steps),
+                key=lambda entry: entry[2])
+    quarter = len(at) // 4  # the middle half's mean: neither one outlier nor a machine between two states moves it
+    seconds = sum(entry[2] for entry in at[quarter:len(at) - quarter]) / (len(at) - 2 * quarter)
+    step, cpu, near = min(at, key=lambda entry: abs(entry[2] - seconds))  # the reading whose breakdown is said
+    factor = slowdown(cpu, load_.typical)
+    scale = factor * seconds / near if near else factor  # its generation and training parts, summing to the figure
+    low = min(step.step_s * slowdown(c, load_.low) for step, c in steps)
+    high = max(step.step_s * slowdown(c, load_.high) for step, c in steps)
+    parts = (step.rollout_s * scale, step.train_s * scale, step.basis)
+    return StepEstimate(round(seconds, 1), _cpu_text(seconds, low, high, parts, len(readings), load_, threads, factor,
+                                                      running), round(low, 1), round(high, 1))
+
+
+def _readings(threads: int, measure: bool) -> list[cpu_speed.CpuThroughput]:
+    """The stored probe's readings when recent, else this machine's now (unless not `measure`); [] for none."""
+    kept = cpu_speed.kept_readings(threads)
+    if kept or not measure:
+        return kept[1:] or kept  # the readings themselves, or an older probe's one figure
+    try:
+        return cpu_speed.probe_readings(threads)
+    except ImportError:  # the server's light environment has no torch: only a stored probe serves there
+        return []
+
+
+def _cpu_text(seconds: float, low: float, high: float, parts: tuple, count: int, load: cpu_speed.Load, threads: int,
+              slowdown: float, running: bool) -> str:
+    cores = f"{load.cores} core{'s' if load.cores != 1 else ''}"
+    others = max(load.typical - threads, 0.0) if running else load.typical
+    at_load = "" if slowdown <= 1 else (f", {slowdown:.1f}x the measured speed's time: at load {load.typical:.0f} "
+                                        f"on {cores} its {threads} thread{'s' if threads != 1 else ''} get about "
+                                        f"{cpu_speed.fair_share(threads, others, load.cores):.0%} of their time")
+    loads = (f"load {load.low:.0f} to {load.high:.0f}" if round(load.low) != round(load.high) else
+             f"load {load.typical:.0f}")
+    spread = (f" ({_duration(low)} to {_duration(high)} over {count} readings of this machine at {loads} on "
+              f"{cores})" if _duration(low) != _duration(high) else "")
+    busy = cpu_speed.busy(load.typical, load.cores)
+    generation, training, basis = parts
+    return (f"about {_duration(seconds)} per step on this CPU{spread}, every completion at its limit (generation "
+            f"{_duration(generation)}, training {_duration(training)}; {basis}"
+            f"{at_load})" + (f"; {busy}: a busier machine takes longer, and the steps logged give the measured time"
+                             if busy else ""))
 
 
 def _duration(seconds: float) -> str:
