@@ -405,7 +405,8 @@ def write_accelerate(run: Run, plan: LaunchPlan) -> dict[str, str]:
     """train/accelerate.yaml when the plan has an accelerate config."""
     if plan.accelerate_config is None:
         return {}
-    path = atomic_write_text(run.accelerate, f"# From TRL's bundled accelerate configs, {ACCELERATE_MARK}.\n" + yaml.safe_dump(plan.accelerate_config, sort_keys=True))
+    path = atomic_write_text(run.accelerate, f"# From TRL's bundled accelerate configs, {ACCELERATE_MARK}.\n"
+                             + yaml.safe_dump(plan.accelerate_config, sort_keys=True))
     return {"accelerate_config": str(path)}
 
 
