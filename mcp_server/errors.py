@@ -57,12 +57,23 @@ def short(value, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+# The "did you mean" lookup's bounds (round 15, M1: difflib is quadratic in a name's length, and a workspace module
+# with one 150k-letter function name held validate_grpo_config for ten minutes): a name longer than this is neither
+# looked up nor suggested, and at most CLOSE_NAMES names are compared (a dotted reward path, a config key, a model).
+CLOSE_NAME_CHARS = 200
+CLOSE_NAMES = 5000
+
+
 def closest_names(name: str, accepted, n: int = 3, cutoff: float = 0.6) -> list[str]:
-    """The accepted names nearest a misspelt one, best first: the one "did you mean" lookup. `accepted` is a list of
-    names, or a dict from the form a name is compared in (lower-cased, an alias) to the name shown."""
+    """The accepted names nearest a misspelt one, best first: the one "did you mean" lookup (each difflib use goes
+    through here), bounded by CLOSE_NAME_CHARS and CLOSE_NAMES. `accepted` is a list of names, or a dict from the
+    form a name is compared in (lower-cased, an alias) to the name shown."""
     shown = accepted if isinstance(accepted, dict) else {name: name for name in accepted}
+    if len(name) > CLOSE_NAME_CHARS:  # no one types a name this long: not a misspelling to look up
+        return []
+    keys = [key for key in shown if len(key) <= CLOSE_NAME_CHARS][:CLOSE_NAMES]
     out: list[str] = []
-    for key in difflib.get_close_matches(name, list(shown), n=max(1, len(shown)), cutoff=cutoff):
+    for key in difflib.get_close_matches(name, keys, n=max(1, len(keys)), cutoff=cutoff):
         if shown[key] not in out:
             out.append(shown[key])
     return out[:n]

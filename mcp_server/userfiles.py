@@ -187,8 +187,49 @@ def read_yaml(path: str | Path, field: str, kind: type | None = dict) -> Any:
     return parse_yaml(read_text(path, field), path, field, kind)
 
 
+# Round 15, M2: a 1.2 KB config of nested anchors and aliases ("billion laughs") expands to 10^7 values: seconds to
+# minutes in every reader (the gate's pins and messages, TRL's parse) and gigabytes. Every YAML the tools read (a
+# config, a rewritten config checked before it is written) goes through parse_yaml: aliases adding more values
+# than this are refused.
+YAML_ALIAS_VALUES = 10_000
+
+
+def refuse_alias_bomb(text: str, path: str | Path, field: str) -> None:
+    """UserInputError(`field`) naming the file and the line when the YAML's aliases (`*name`) would add more than
+    YAML_ALIAS_VALUES values once expanded; read as parse events (linear in the text, nothing expanded). A text
+    that does not parse is left to the load, which says where."""
+    sizes: dict[str, int] = {}
+    stack: list[list] = []  # [values so far, anchor] per open sequence or mapping
+    added = 0
+    try:
+        for event in yaml.parse(text, Loader=SAFE_LOADER):
+            size = None
+            if isinstance(event, yaml.AliasEvent):
+                size = sizes.get(event.anchor, 1)
+                added += size
+                if added > YAML_ALIAS_VALUES:
+                    raise UserInputError(field, f"{short(path)} line {event.start_mark.line + 1}: its YAML aliases "
+                                         f"(*{event.anchor}) expand to more than {YAML_ALIAS_VALUES:,} values (an "
+                                         "alias bomb?): write the values out, or remove the anchors (&) and aliases")
+            elif isinstance(event, yaml.ScalarEvent):
+                size = 1
+                if event.anchor:
+                    sizes[event.anchor] = 1
+            elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                stack.append([1, event.anchor])
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)) and stack:
+                size, anchor = stack.pop()
+                if anchor:
+                    sizes[anchor] = size
+            if size is not None and stack:
+                stack[-1][0] += size
+    except yaml.YAMLError:
+        return
+
+
 def parse_yaml(text: str, path: str | Path, field: str, kind: type | None = dict) -> Any:
-    """read_yaml for a text already read from `path`."""
+    """read_yaml for a text already read from `path` (aliases bounded: refuse_alias_bomb)."""
+    refuse_alias_bomb(text, path, field)
     try:
         value = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:

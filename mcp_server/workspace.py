@@ -234,6 +234,45 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
+def refuse_foreign(field: str, files: dict, tool: str) -> None:
+    """The one rule for a file a tool writes into a run folder (round 15, D1/D2; emission's own is issue 48's, the
+    plot's round 14's): a file already at a path is replaced only when a tool wrote it, as `files`' check of that
+    path says (path -> ours(path): the file's own mark, or the record the tool kept of it). A person's own file of
+    that name, or anything there that is no regular file, is refused before anything is written: UserInputError
+    (`field`) naming each file and what to do."""
+    theirs = []
+    for path, ours in files.items():
+        what = not_regular(path)
+        if what or (path.exists() and not ours(path)):
+            theirs.append(f"{path} ({what or 'not a file ' + tool + ' wrote: your own?'})")
+    if theirs:
+        raise UserInputError(field, f"{tool} would overwrite {'; '.join(theirs)}: nothing was written. Move "
+                             f"{'it' if len(theirs) == 1 else 'them'} aside (or rename), then run {tool} again")
+
+
+def json_with(*keys: str):
+    """A check for refuse_foreign: the file is a JSON object holding `keys` (the shape the tool writes)."""
+    def ours(path: Path) -> bool:
+        try:
+            with open(path, "rb") as handle:
+                value = json.loads(handle.read(64 << 20))
+        except (OSError, ValueError):
+            return False
+        return isinstance(value, dict) and all(key in value for key in keys)
+    return ours
+
+
+def text_with(mark: str):
+    """A check for refuse_foreign: the file's first 64 KiB hold `mark` (the header the tool writes)."""
+    def ours(path: Path) -> bool:
+        try:
+            with open(path, "rb") as handle:
+                return mark.encode() in handle.read(64 << 10)
+        except OSError:
+            return False
+    return ours
+
+
 def open_append_nofollow(path: Path):
     """`path` opened for appending (binary), created if missing, never through a link: a symbolic link planted
     where a log goes (train/logs/stdout.log -> a file elsewhere) is an OSError (ELOOP); a hard link (a second name

@@ -66,7 +66,14 @@ def files(workspace, tmp_path, monkeypatch):
     (bad / "utf16.yaml").write_bytes("learning_rate: 1.0e-6\n".encode("utf-16"))
     (bad / "utf16.json").write_bytes('{"model": "tiny"}'.encode("utf-16"))
     (bad / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (bad / "bomb.yaml").write_text("learning_rate: 1.0e-6\n" + alias_bomb(7))
     return bad
+
+
+def alias_bomb(levels: int) -> str:
+    """Round 15, M2: nested anchors, ten aliases a level (10^levels values once expanded, a kilobyte written)."""
+    return f"x_lol0: &l0 [{', '.join(['lol'] * 10)}]\n" + "".join(
+        f"x_lol{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, levels + 1))
 
 
 # ---------------------------------------------------------------- observed: a traceback or a wrong meaning before
@@ -78,6 +85,8 @@ def files(workspace, tmp_path, monkeypatch):
     (["validate-config", "{bad}/binary.yaml"], "binary.yaml is not UTF-8 text"),
     (["validate-config", "{bad}/utf16.yaml"], "utf16.yaml is not UTF-8 text"),
     (["validate-config", "/dev/zero"], "config_path: not a regular file: /dev/zero"),
+    (["validate-config", "{bad}/bomb.yaml", "--no-rehearse"], "bomb.yaml line 5: its YAML aliases (*l2) expand to "
+                                                              "more than 10,000 values"),
     (["emit-config", "--request", "[1,2]"], "--request: expected a JSON object of the request's fields, got list"),
     (["emit-config", "--request", "@{bad}/utf16.json"], "utf16.json is not UTF-8 text"),
     (["emit-config", "--request", "@{bad}/deep.json"], "deep.json nests JSON too deeply to read"),
@@ -101,6 +110,20 @@ def test_observed_inputs_get_one_line_naming_what_is_wrong(files, capsys, tiny_m
     line = one_line_error(*cli(capsys, *argv)[::2])
     assert says.replace("{bad}", str(files)) in line
     assert not any(Path.cwd().iterdir())  # "" and "." never wrote into the current directory
+
+
+def test_a_yaml_alias_bomb_in_a_runs_config_is_refused_at_once_naming_the_line(workspace, capsys):
+    """Round 15, M2: 1.2 KB of nested aliases in train/config.yaml held check-inspection-gate 47 s (7 levels) and
+    validate-config 187 s; every door reading the config refuses it, naming the file and the line."""
+    run = make_run(workspace, "bombed")
+    with run.config.open("a") as handle:
+        handle.write(alias_bomb(7))
+    for argv in (["sample-completions", str(run.dir)],
+                 ["validate-config", str(run.config), "--no-rehearse"]):
+        code, out, err = cli(capsys, *argv)
+        said = "config.yaml line 8: its YAML aliases (*l2) expand to more than 10,000 values"
+        assert code == 2 and said in err, (argv, out, err)
+        assert "lol" not in out + err and "Traceback" not in err
 
 
 # ---------------------------------------------------------------- one damaged file in a run

@@ -154,3 +154,25 @@ def test_what_the_filter_refuses_leaves_the_run_as_it_was(judged_run, case, mess
         applied = inspect_rewards(InspectRequest(run=str(run_dir), difficulty_filter=rule)).difficulty_filter
         assert (applied.judged, applied.dropped, applied.unjudged) == (0, 0, 14)
     assert config_path.read_text() == before and not (run_dir / "data").exists()
+
+
+@pytest.mark.parametrize("planted", ["filtered.jsonl", "difficulty-filter.json"])
+def test_the_filter_never_writes_over_a_persons_own_files_in_the_run(judged_run, planted):
+    """Round 15, D1: a run emitted into a person's folder that holds their own data/filtered.jsonl (their data set)
+    or data/difficulty-filter.json: inspect-rewards --difficulty-filter refuses, naming the file, and writes
+    nothing; moved aside, the filter writes its own files."""
+    from conftest import run_cli
+
+    run_dir, _ = judged_run
+    config_path, own = run_dir / "train" / "config.yaml", run_dir / "data" / planted
+    own.parent.mkdir()
+    own.write_text('{"mine": "the person\'s own file"}\n')
+    before = config_path.read_text()
+    proc = run_cli("inspect-rewards", str(run_dir), "--difficulty-filter", "{}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"difficulty_filter: inspect_rewards' difficulty filter would overwrite {own} (not a file" in proc.stderr
+    assert own.read_text() == '{"mine": "the person\'s own file"}\n' and config_path.read_text() == before
+    assert sorted(p.name for p in own.parent.iterdir()) == [planted]
+    own.rename(run_dir / f"mine-{planted}")
+    assert run_cli("inspect-rewards", str(run_dir), "--difficulty-filter", "{}").returncode == 0
+    assert len((run_dir / "data" / "filtered.jsonl").read_text().splitlines()) == 6

@@ -71,6 +71,21 @@ def test_a_misspelt_reward_is_met_with_the_workspaces_nearest_function(workspace
     assert "accuracy_reward" not in proc.stdout, proc.stdout
 
 
+def test_a_name_longer_than_anyone_types_is_never_looked_up_for_a_did_you_mean(workspace):
+    """Round 15, M1: a workspace function named with thousands of letters and a reward naming a near miss of it
+    made the "did you mean" lookup (difflib, quadratic in the length) hold validate_grpo_config for ten minutes.
+    A name over errors.CLOSE_NAME_CHARS (200) is neither looked up nor offered; a short near miss still is."""
+    long = "r" + "ab" * 110  # over 200 letters, and its reward's name under the request's 256
+    (workspace / "unit_rewards.py").write_text(f"def {long}(completions, **columns):\n    return [0.0]\n"
+                                              "def cm_reward(completions, **columns):\n    return [0.0]\n")
+    for name, meant in ((f"unit_rewardz.{long[:-1]}", None), ("unit_rewardz.cm_reward", "unit_rewards.cm_reward")):
+        proc = run_cli("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "long",
+                       "--rewards", json.dumps([{"name": name}]), cwd=workspace)
+        errors = [line for line in proc.stdout.splitlines() if "ERROR" in line]
+        assert proc.returncode == 1 and len(errors) == 1 and "reward_unresolvable" in errors[0], proc.stdout
+        assert ("id you mean" in errors[0]) == bool(meant) and (not meant or meant in errors[0]), errors[0]
+
+
 def test_the_cli_takes_the_override_reason_the_mcp_tool_takes(workspace):
     reason = "a 12-token task: the rate is the user's call"
     proc, result = run_cli_json("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name",

@@ -137,3 +137,26 @@ def test_the_trainer_refuses_reward_code_it_was_not_reviewed_on_and_ignores_trai
     assert "shadowed" not in proc.stdout + proc.stderr
     assert proc.returncode == 3 and "refusing to train" in proc.stderr, proc.stderr[-2000:]
     assert not (run_dir / "train" / "logs" / "progress.jsonl").exists()
+
+
+def test_a_reward_helper_imported_from_a_zip_archive_is_refused_in_words(workspace, tiny_model, tmp_path):
+    """Round 15: a reward importing a helper from a zip archive on sys.path (zipimport) failed the review with
+    "unexpected TrainingInterpreterError: NotADirectoryError .../h.zip/h.py". Refused, naming the archive and the
+    fix; no verdict can be recorded on it."""
+    import zipfile
+
+    from conftest import run_cli
+
+    tag = abs(hash(str(tmp_path)))
+    archive = tmp_path / f"zhelp_{tag}.zip"
+    with zipfile.ZipFile(archive, "w") as packed:
+        packed.writestr(f"zhelp_{tag}.py", "VALUE = 1.0\n")
+    (workspace / f"zrew_{tag}.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(archive)!r})\nfrom zhelp_{tag} import VALUE\n\n\n"
+        "def scored(completions, **kwargs):\n    return [VALUE for _ in completions]\n")
+    run_dir = hand_made_run(workspace, tiny_model, "zipped", [["a", "b", "c", "d"]] * 13, ["2"] * 13,
+                            rewards=[{"name": f"zrew_{tag}.scored"}])
+    proc = run_cli("inspect-rewards", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(workspace)}, cwd=workspace)
+    assert proc.returncode == 2 and "unexpected" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert f"module 'zhelp_{tag}' is imported from {archive} (a zip archive on sys.path)" in proc.stderr, proc.stderr
+    assert "unpack the archive" in proc.stderr and not (run_dir / "inspection" / "review.json").exists()

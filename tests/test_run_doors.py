@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -75,6 +76,20 @@ def test_a_full_disk_is_read_not_crashed_on_and_diagnosed(workspace):
     assert cli_here("training-status", "full", env=env).returncode == 0
     assert json.loads((run_dir / "run.json").read_text())["state"] == "failed"
 
+
+@pytest.mark.slow
+def test_a_killed_emissions_staging_folder_is_removed_by_the_next_emission(workspace):
+    """Round 15: emit-config SIGKILLed left its hidden runs/.emit-* staging folder for good. The next emission
+    removes those whose process is gone, and leaves a live process's (an emission under way)."""
+    dead, _ = dead_pid()
+    runs = workspace / "runs"
+    (runs / f".emit-{dead}-killed" / "train").mkdir(parents=True)
+    (runs / f".emit-{dead}-killed" / "train" / "config.yaml").write_text("half\n")
+    (runs / f".emit-{os.getppid()}-live").mkdir()
+    emitted = cli_here("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "next",
+                       env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    assert emitted.returncode == 0, emitted.stdout + emitted.stderr
+    assert sorted(p.name for p in runs.iterdir() if p.name.startswith(".")) == [f".emit-{os.getppid()}-live"]
 
 def test_run_names_never_act_on_the_terminal_and_staging_folders_are_no_runs(workspace):
     """A run named with escape codes and a newline was printed raw by list_runs (one forged a row "succeeded");

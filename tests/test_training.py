@@ -110,6 +110,24 @@ def test_check_environment_blocks_a_gpu_target_here(ws, cpu_only):
     assert proc.returncode == 2 and "run:" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_check_environment_never_writes_over_a_persons_own_env_report(ws, cpu_only):
+    """Round 15, D2: a person's own env-report.json (in a run folder or the workspace) is refused, named, and kept;
+    the tool's own report is replaced as before."""
+    run_dir = emit_run("env-own")
+    for folder, args in ((run_dir, ("--run", str(run_dir))), (ws, ())):
+        (folder / "env-report.json").write_text("the person's own env-report.json\n")
+        proc = run_cli("check-environment", *args, env={"LLM_FINETUNING_WORKSPACE": str(ws)})
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"{folder / 'env-report.json'} (not a file check_environment wrote" in proc.stderr
+        assert "Move it aside" in proc.stderr
+        assert (folder / "env-report.json").read_text() == "the person's own env-report.json\n"
+        (folder / "env-report.json").unlink()
+        for _ in range(2):  # its own report, written then replaced
+            proc = run_cli("check-environment", *args, env={"LLM_FINETUNING_WORKSPACE": str(ws)})
+            assert proc.returncode == 0, proc.stderr
+        assert json.loads((folder / "env-report.json").read_text())["verdict"] == "ready-with-warnings"
+
+
 # ---------------------------------------------------------------- gates
 def test_launch_refuses_naming_each_gate_and_how_to_clear_it(ws, cpu_only):
     from mcp_server.training.launch import launch_training

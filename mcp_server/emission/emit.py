@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import tempfile
 import textwrap
@@ -215,7 +216,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     slug = request.run_name or Path(request.model).name
     made_root = not runs_root().exists()
     runs_root().mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".emit-", dir=runs_root()))  # hidden from all_runs
+    staging = _staging_folder()
     try:
         while True:
             final = runs_root() / unique_run_name(slug)
@@ -244,6 +245,30 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
             with contextlib.suppress(OSError):
                 runs_root().rmdir()
         raise
+
+
+STAGING = re.compile(r"\.emit-(\d+)-")  # runs/.emit-<pid>-<random>: an emission's folder until it is whole
+
+
+def _staging_folder() -> Path:
+    """A new hidden runs/.emit-<pid>-* folder (all_runs lists no hidden folder), after removing those of emissions
+    whose process is gone (round 15: a SIGKILLed emit-config left its staging folder for good); a live process's
+    is left, whatever it is."""
+    for folder in runs_root().glob(".emit-*"):
+        found = STAGING.match(folder.name)
+        if found and folder.is_dir() and not folder.is_symlink() and not _alive(int(found.group(1))):
+            shutil.rmtree(folder, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f".emit-{os.getpid()}-", dir=runs_root()))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process, or no pid at all: not ours to judge
+    return True
 
 
 EMITTED_HEADER = "# GRPO config emitted by llm-finetuning"  # config.yaml's first line, as emission writes it

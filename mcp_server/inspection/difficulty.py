@@ -42,8 +42,8 @@ from mcp_server.dataset import read_file
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import DifficultyFilter, DifficultyFilterResult, InspectResult
 from mcp_server.runs import Run
-from mcp_server.userfiles import read_json
-from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+from mcp_server.userfiles import parse_yaml, read_json
+from mcp_server.workspace import atomic_write_json, atomic_write_text, json_with, refuse_foreign, sha256_file
 
 FIELD = "difficulty_filter"
 SUFFIXES = (".jsonl", ".json")  # read as `datasets` reads them, written back as JSON Lines unchanged
@@ -212,8 +212,12 @@ def write(run: Run, config: dict, entry: dict, result: DifficultyFilterResult, k
         raise UserInputError(FIELD, f"{run.config} does not hold one `datasets:` block as emission writes it: emit "
                              "again, then filter")
     new_text = BLOCK.sub(lambda _: block, text, count=1)
-    if yaml.safe_load(new_text) != {**config, "datasets": [new_entry]}:
+    if parse_yaml(new_text, run.config, FIELD) != {**config, "datasets": [new_entry]}:
         raise UserInputError(FIELD, f"{run.config}: rewriting its data block would change other values: emit again")
+    record_ours = json_with("result", "data_sha256", "dropped")
+    refuse_foreign(FIELD, {data_path: lambda path: record_ours(record_path) and read_json(
+        record_path, FIELD, dict).get("data_sha256") == sha256_file(path), record_path: record_ours},
+        "inspect_rewards' difficulty filter")
     source = Path(result.source)
     source_sha256 = sha256_file(source if source.is_absolute() else run.dir / source)  # before a re-filter rewrites it
     data = run.inside(data_path)

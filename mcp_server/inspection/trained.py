@@ -421,8 +421,10 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
               "not started by launch_training): its scores were not reviewed", file=sys.stderr, flush=True)
         return funcs, after
     if not before == after == expected:
-        print(f"llm-finetuning: refusing to train: the reward code ({after[:12]}) is not the code the inspection "
-              f"verdict reviewed ({expected[:12]}); a reward, its parameters or a module it imports changed since. "
+        seen = (f"({after[:16]})" if before == after else f"(sha256 {before[:16]} as imported, {after[:16]} once its "
+                "functions were built: it changed while it loaded)")
+        print(f"llm-finetuning: refusing to train: the reward code {seen} is not the code the inspection verdict "
+              f"reviewed ({expected[:16]}); a reward, its parameters or a module it imports changed since. "
               "Put it back, or sample and inspect again and record a new verdict, then launch again.",
               file=sys.stderr, flush=True)
         raise RewardCodeChanged(3)

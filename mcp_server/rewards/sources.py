@@ -16,6 +16,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from mcp_server.errors import UserInputError
 from mcp_server.interpreter import user_code_allowed
 
 
@@ -104,7 +105,16 @@ def _origin(name: str) -> Path | None:
     except (ImportError, ValueError, AttributeError):  # not a module (an attribute), or a broken parent
         return None
     origin = getattr(spec, "origin", None) if spec else None
-    return Path(origin).resolve() if origin and origin.endswith(".py") else None
+    if not (origin and origin.endswith(".py")):
+        return None
+    path = Path(origin).resolve()
+    if not path.is_file():  # a module from a zip archive on sys.path (zipimport): no source file to pin or copy
+        archive = next((str(p) for p in path.parents if p.is_file()), None)
+        raise UserInputError("rewards", f"module {name!r} is imported from {archive or origin}"
+                             + (" (a zip archive on sys.path)" if archive else ", which is no file")
+                             + ": a review pins and copies reward code as source files; put its .py file in the "
+                             "workspace (unpack the archive) and review again")
+    return path
 
 
 def local_sources(module_name: str) -> list[tuple[str, bytes]]:

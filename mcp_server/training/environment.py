@@ -27,7 +27,7 @@ from mcp_server.runs import Run, resolve_run
 from mcp_server.training.models import EnvironmentReport, EnvironmentRequest, GPUInfo
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import PROBE_INTERPRETER
-from mcp_server.workspace import atomic_write_json, workspace_root
+from mcp_server.workspace import atomic_write_json, json_with, refuse_foreign, workspace_root
 
 PACKAGES = ("torch", "trl", "transformers", "peft", "accelerate", "datasets", "deepspeed", "vllm")
 REQUIRED = ("torch", "trl", "transformers", "accelerate", "datasets")
@@ -275,6 +275,8 @@ def environment_report(run: Run | None, spec: RunSpec | None = None) -> Environm
         spec = RunSpec.of_run(run)
     run_request, config = (spec.request, spec.values) if spec else (None, {})
 
+    report_path = run.env_report if run else workspace_root() / "env-report.json"
+    refuse_foreign("run", {report_path: json_with("verdict", "checked_at", "report_path")}, "check_environment")
     python = training_python()
     probe = _probe(python)
     gpus = [GPUInfo(**g) for g in probe.get("gpus", [])]
@@ -297,7 +299,6 @@ def environment_report(run: Run | None, spec: RunSpec | None = None) -> Environm
     if run_request and run_request.model_fields_set:
         target = "cpu" if run_request.cpu else f"{run_request.num_gpus}x {run_request.gpu}"
 
-    report_path = run.env_report if run else workspace_root() / "env-report.json"
     report = EnvironmentReport(
         verdict=verdict,
         reasons=blockers + warnings,

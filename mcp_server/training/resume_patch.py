@@ -30,6 +30,7 @@ from mcp_server.config.fields import group_of, pinned
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.errors import UserInputError
 from mcp_server.runs import Run, read_json_if_present
+from mcp_server.userfiles import parse_yaml
 from mcp_server.training.models import GateRefusal
 from mcp_server.training.runrecord import read_run_json, signed_record
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
@@ -210,8 +211,8 @@ def patched_text(text: str, config: dict, patch: dict, n: int, why: str) -> str 
         new += ("" if not new or new.endswith("\n") else "\n") + f"\n# --- patched at resume {n}: {why}\n"
         new += "".join(appended.values())
     try:
-        same = yaml.safe_load(new) == {**config, **patch}
-    except yaml.YAMLError:
+        same = parse_yaml(new, "the patched train/config.yaml", "patch") == {**config, **patch}
+    except UserInputError:
         same = False
     return new if same else None
 

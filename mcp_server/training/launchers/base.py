@@ -47,7 +47,7 @@ from mcp_server.training.launchers.commands import tools
 from mcp_server.training.launchers.machine import MachineLayout, machine_layout
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.trainer.verified_script import PACKAGE_ENV, SCRIPT_SHA_ENV
-from mcp_server.workspace import atomic_write_text, sha256_file
+from mcp_server.workspace import atomic_write_text, refuse_foreign, sha256_file, text_with
 
 # train/train.py through verified_script: it runs the bytes whose hash the launcher passes (the verdict's pin),
 # read once, so a script swapped after the gate never runs (issue 48)
@@ -389,12 +389,24 @@ def mixed_precision(config: dict) -> str:
     return "bf16" if config.get("bf16") else ("fp16" if config.get("fp16") else "no")
 
 
+ACCELERATE_MARK = "sized for this run by llm-finetuning"
+
+
+def refuse_foreign_launch_files(run: Run, plan: LaunchPlan, script: Path, mark: str) -> None:
+    """The launch's files (`script` with its header `mark`, train/accelerate.yaml when the plan has one) are written
+    only over files a launch wrote (workspace.refuse_foreign): a person's own train/launch.sh is refused, named."""
+    files = {script: text_with(mark)}
+    if plan.accelerate_config is not None:
+        files[run.accelerate] = text_with(ACCELERATE_MARK)
+    refuse_foreign("run", files, "launch_training")
+
+
 def write_accelerate(run: Run, plan: LaunchPlan) -> dict[str, str]:
     """train/accelerate.yaml when the plan has an accelerate config."""
     if plan.accelerate_config is None:
         return {}
-    path = atomic_write_text(run.accelerate, "# From TRL's bundled accelerate configs, sized for this run by "
-                             "llm-finetuning.\n" + yaml.safe_dump(plan.accelerate_config, sort_keys=True))
+    path = atomic_write_text(run.accelerate, f"# From TRL's bundled accelerate configs, {ACCELERATE_MARK}.\n"
+                             + yaml.safe_dump(plan.accelerate_config, sort_keys=True))
     return {"accelerate_config": str(path)}
 
 

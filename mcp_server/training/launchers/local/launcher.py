@@ -35,6 +35,7 @@ from mcp_server.training.launchers.base import (
     LaunchTarget,
     Start,
     history,
+    refuse_foreign_launch_files,
     trained_record,
     verdict_env,
     verdict_shell_pins,
@@ -91,6 +92,7 @@ class LocalLauncher:
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
         """train/accelerate.yaml and train/launch.sh, with the check of the training interpreter against the one
         the verdict was recorded under (launchers.base.with_python_check) before it first runs."""
+        refuse_foreign_launch_files(run, plan, run.launch_script, "written by llm-finetuning launch_training")
         written = write_accelerate(run, plan)
         python_pin, loader_pin = verdict_shell_pins(run)
         script = with_python_check(plan.script, plan.train_command[0], python_pin, REFUSED_EXIT, loader_pin)

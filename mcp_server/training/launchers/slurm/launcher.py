@@ -22,6 +22,7 @@ from mcp_server.training.launchers.base import (
     Start,
     history,
     mixed_precision,
+    refuse_foreign_launch_files,
     trained_record,
     trainer_pythonpath,
     trl_accelerate_config,
@@ -110,6 +111,7 @@ class SlurmLauncher:
     def write(self, run: Run, plan: LaunchPlan) -> dict[str, str]:
         """train/accelerate.yaml and train/launch.slurm, with the verdict's pins as the gates saw them (the job's
         trainer checks against them, as the local launcher's: launchers.base.verdict_env)."""
+        refuse_foreign_launch_files(run, plan, run.slurm_script, "submitted by llm-finetuning launch_training")
         python_pin, loader_pin = verdict_shell_pins(run)
         script = with_python_check(with_pins(plan.script, verdict_env(run)), plan.details.layout.python,
                                    python_pin, REFUSED_EXIT, loader_pin)
