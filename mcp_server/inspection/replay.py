@@ -86,15 +86,15 @@ def _lines(data: bytes) -> list[dict]:
     return [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
 
 
-def reviewed(run: Run, verdict: dict, samples: bytes | None = None) -> tuple[list[dict], list[dict]]:
-    """(every sample the review scored, the rows review.jsonl recorded), each file's bytes the ones the verdict
-    pins (samples.jsonl and review.json by hash, review.jsonl by review.json's hash); `samples`: samples.jsonl's
-    bytes as the point-of-use check read them (None: read here)."""
+def reviewed(run: Run, verdict: dict, samples: bytes | None = None) -> tuple[list[dict], list[dict], dict]:
+    """(every sample the review scored, the rows review.jsonl recorded, review.json), each file's bytes the ones
+    the verdict pins (samples.jsonl and review.json by hash, review.jsonl by review.json's hash); `samples`:
+    samples.jsonl's bytes as the point-of-use check read them (None: read here)."""
     samples = _pinned(samples if samples is not None else read_bytes(run.samples), verdict.get("samples_sha256"),
                       "inspection/samples.jsonl")
     review = json.loads(_pinned(read_bytes(run.review), verdict.get("review_sha256"), "inspection/review.json"))
     rows = _pinned(read_bytes(run.review_jsonl), review.get("review_jsonl_sha256"), "inspection/review.jsonl")
-    return _lines(samples), _lines(rows)
+    return _lines(samples), _lines(rows), review
 
 
 def same(stored, now: float) -> bool:
@@ -146,13 +146,15 @@ def replay(funcs: list, specs: list, samples: list[dict], rows: list[dict]) -> t
     return names, differences(names, scores, samples, rows)
 
 
-def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None = None) -> None:
+def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None = None,
+                  dataset=None) -> None:
     """The trainer's replay (the module's doc), on every rank: returns when every rank scores every reviewed sample
-    as the review did, after one line on stderr saying what it cost; else ScoresChanged (exit status 3) on every
-    rank, naming each rank and reward that scores otherwise."""
+    and every probed training row as the review did, after one line on stderr saying what it cost; else
+    ScoresChanged (exit status 3) on every rank, naming each rank and reward that scores otherwise. `dataset`: the
+    rows this process trains on, as its point-of-use check verified them (None: read here)."""
     started = time.monotonic()
     try:
-        done = _replay_here(run, rewards, funcs, verdict, samples)
+        done = _replay_here(run, rewards, funcs, verdict, samples, dataset)
         problem = None
     except ScoresChanged as exc:
         done, problem = None, exc.line
@@ -168,9 +170,11 @@ def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, sa
         _say(f"{done}{where}, {time.monotonic() - started:.2f} s")
 
 
-def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None) -> str | None:
+def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None,
+                 dataset) -> str | None:
     """This process's replay: what it compared (None: nothing to replay, said here); ScoresChanged naming what
     differs."""
+    from mcp_server.inspection import row_probes
     from mcp_server.rewards.spec import RewardSpec
 
     if verdict is None or not (verdict.get("samples_sha256") and verdict.get("review_sha256")):
@@ -178,14 +182,19 @@ def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, sam
         # check refuses before this: its samples are not the ones it signed)
         _say("the inspection verdict signs no review to replay")
         return None
-    all_samples, rows = reviewed(run, verdict, samples)
+    all_samples, rows, review = reviewed(run, verdict, samples)
     specs = [RewardSpec(name=s) if isinstance(s, str) else RewardSpec.model_validate(s) for s in rewards]
     names, differ = replay(funcs, specs, all_samples, rows)
+    started = time.monotonic()
+    probes, row_differ = row_probes.replay_rows(run, review.get(row_probes.KEY), verdict, funcs, specs, names,
+                                                all_samples, dataset)
+    differ += row_differ
     if differ:
         _refuse("; ".join(differ) + f": {CAUSES}. Put that input back as it was, or make the reward depend only "
                 "on the completion and its row, then sample and inspect again, record a new verdict and launch again.")
     compared = "" if len(rows) == len(all_samples) else f" ({len(rows)} reviewed compared)"
-    return f"replayed the review: {len(all_samples)} samples x {len(names)} rewards{compared}, same scores"
+    probes = f"; {probes}, same scores ({time.monotonic() - started:.2f} s)" if probes else ""
+    return f"replayed the review: {len(all_samples)} samples x {len(names)} rewards{compared}, same scores{probes}"
 
 
 def _process_group():

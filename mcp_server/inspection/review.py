@@ -15,7 +15,7 @@ import statistics
 from collections import Counter
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection import difficulty
+from mcp_server.inspection import difficulty, row_probes
 from mcp_server.inspection.models import (
     MIN_REVIEW_SAMPLES,
     RATE_PROMPTS,
@@ -196,6 +196,8 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     report(0, len(funcs), f"scoring {len(all_samples)} samples with {len(funcs)} rewards")
     all_scores = _score(funcs, specs, all_samples, report)
     check_threshold(specs, all_scores, request.success_threshold)
+    report(len(funcs), len(funcs), "probing each training row with the rewards written in the workspace")
+    probes, probe_warnings = row_probes.review_rows(run, funcs, specs, names, all_samples, all_scores, meta)
     all_totals = [_total(weights, [column[i] for column in all_scores]) for i in range(len(all_samples))]
     all_success = [is_success(specs, all_scores, i, all_totals[i], request.success_threshold)
                    for i in range(len(all_samples))]
@@ -223,6 +225,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     differs = (list(meta.get("differs_from_config") or []) if meta
                else ["samples.meta.json is missing: nothing says how these samples were drawn"])
     warnings += _sheet_warnings(len(rows), truncated, bool(format_idx), len(rate_groups), interval, meta, differs)
+    warnings += probe_warnings
     can_learn = base_rate > 0
     filtered = difficulty.filter_or_standing(run, request.difficulty_filter, all_samples, all_success, meta)
     result = InspectResult(
@@ -243,6 +246,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
         truncated=truncated,
         likely_misscored=likely,
         reward_probes=probe_rewards(funcs, specs, names, all_samples, all_scores, golds, _score_one),
+        row_probes=row_probes.summary(probes),
         success_rule=success_rule_text(specs, request.success_threshold),
         base_success_rate=base_rate,
         base_success_interval=interval,
@@ -258,7 +262,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     )
     result = difficulty.with_next_step(result)
     result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
-    _write_review(run, result, rows, meta, request.success_threshold, read.pins())
+    _write_review(run, result, rows, meta, request.success_threshold, read.pins(), probes)
     return result
 
 
@@ -382,9 +386,9 @@ def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float
 
 
 def _write_review(run: Run, result: InspectResult, rows: list[dict], meta: dict,
-                  success_threshold: float | None, reward_reads: dict) -> None:
+                  success_threshold: float | None, reward_reads: dict, probes: dict) -> None:
     """review.jsonl (the rows), review.md (the sheet a person reads) and review.json (the result the verdict and
-    the gate read)."""
+    the gate read, with the training rows' probes the trainer replays: inspection.row_probes)."""
     rows_text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
     atomic_write_text(run.inside(run.review_jsonl), rows_text)
     sheet = atomic_write_text(run.review_md, render_review(result, rows, meta, run))
@@ -393,7 +397,8 @@ def _write_review(run: Run, result: InspectResult, rows: list[dict], meta: dict,
     atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows],
                                    "success_threshold": success_threshold, "review_md_sha256": sha256_file(sheet),
                                    "review_jsonl_sha256": sha256_file(run.review_jsonl),
-                                   READS_KEY: reward_reads})  # the files the rewards read (rewards.reads)
+                                   READS_KEY: reward_reads,  # the files the rewards read (rewards.reads)
+                                   row_probes.KEY: probes})
 
 
 def _unique_names(names: list[str]) -> list[str]:

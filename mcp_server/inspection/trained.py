@@ -195,7 +195,7 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
     now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
     data, samples = _verdict_bytes(run), replay.read_bytes(run.samples)
     if built:  # the reward-code check (and its replay) that follows in this build reads none of it again
-        trainer_read.hand_on(run, trainer_read.Checked(spec, data, samples))
+        trainer_read.hand_on(run, trainer_read.Checked(spec, data, samples, dataset))
     verdict = _verdict(run, bound=True, data=data)
     if sampling_now():
         return now
@@ -399,7 +399,7 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     the ones this build's point-of-use check read (inspection.trainer_read), else read here once."""
     run = Run(Path(run_dir))
     checked = trainer_read.take(run)
-    samples = checked.samples if checked is not None else None
+    samples, dataset = (checked.samples, checked.dataset) if checked is not None else (None, None)
     if checked is not None and checked.spec.rewards is not None:
         rewards, data = checked.spec.rewards, checked.verdict
     else:
@@ -427,7 +427,7 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
               file=sys.stderr, flush=True)
         raise RewardCodeChanged(3)
     funcs = reads.watch_all(funcs, watch)
-    replay.replay_review(run, rewards, funcs, verdict, samples)  # the review's scores, here and now (module doc)
+    replay.replay_review(run, rewards, funcs, verdict, samples, dataset)  # the review's scores, here and now
     return funcs, after
 
 
