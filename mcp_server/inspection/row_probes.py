@@ -12,8 +12,8 @@ per row), which the verdict pins; the trainer's replay scores the same pairs (th
 re-filter the verdict records) and compares them as it compares the samples: a difference names the reward, the
 row and both scores, and exits (status 3), on every rank (replay.replay_review).
 
-Probed: every reward written in the workspace (a dotted path) and rubric_judge (its judge is a model or a callable
-outside the project). Left out, and named in the review and at launch: the project's other built-in rewards, whose
+Probed: every reward written in the workspace (a dotted path), rubric_judge (its judge is a model or a callable
+outside the project) and a built-in reward wrapping one of those (length_penalty's `reward`). Left out, and named in the review and at launch: the project's other built-in rewards, whose
 code is the project's own and reads nothing but the completion, its row and the reward's parameters.
 What it costs: one reward call per training row per probed reward (in batches of CHUNK rows), at review and at
 launch; the review's `row_probes` line and the trainer's replay line say how long. Rows past CAP (the first CAP rows
@@ -41,9 +41,19 @@ JUDGES = frozenset({"rubric_judge"})  # built-in, yet its judge is outside the p
 
 
 def probed(spec: RewardSpec) -> bool:
-    """A reward written in the workspace (a dotted path), or a built-in one whose judge is outside (JUDGES)."""
+    """A reward written in the workspace (a dotted path), a built-in one whose judge is outside (JUDGES), or one
+    that wraps such a reward (length_penalty's `reward`: any reward spec among its parameters)."""
     name = spec.name.removeprefix("mcp_server.rewards.")
-    return name not in REGISTRY or name in JUDGES
+    return name not in REGISTRY or name in JUDGES or any(_writes(v) for v in spec.params.values())
+
+
+def _writes(value) -> bool:
+    """Whether a parameter holds a reward spec (a mapping with a name) that is probed."""
+    if isinstance(value, dict):
+        if isinstance(value.get("name"), str) and probed(RewardSpec.model_validate(value)):
+            return True
+        return any(_writes(v) for v in value.values())
+    return isinstance(value, list) and any(_writes(v) for v in value)
 
 
 def _row_sample(j: int, row: dict, sample: dict) -> dict:
