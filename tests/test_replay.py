@@ -330,7 +330,8 @@ def test_the_row_probes_cost_line_at_review_and_at_launch(workspace, tiny_model,
                                       rewards=[{"name": "soft_overlong_punishment"}])
     assert re.search(r"^probed 20 training rows x 1 rewards \(key_reward\), each row paired with a reviewed "
                      r"completion: 20 reward calls, \d+\.\d\d s; left out \(the project's own code, reads only the "
-                     r"completion and its row\): soft_overlong_punishment_reward$", review.row_probes), review.row_probes
+                     r"completion and its row\): soft_overlong_punishment_reward$", review.row_probes), \
+        review.row_probes
     assert review.row_probes in (run_dir / "inspection" / "review.md").read_text()
     funcs, _ = reviewed_reward_funcs(run_dir)
     assert len(funcs) == 2

@@ -15,6 +15,14 @@ replayed while sampling (inspection.trained.sampling), nor without a verdict (no
 replays again (its environment may differ). A replay shows an input that changed since the review, not reward code
 written to tell a replay from training: that is what reading the reviewed code is for.
 
+The samples cover only the prompts the review sampled: an input keyed by the prompt (an answer key read through a
+process, a table in a variable) changed for the rows nobody sampled would replay the same (round 15, G2). So the
+replay also scores the review's row probes (inspection.row_probes): each training row, as the trainer's loader read
+and its point-of-use check verified it, with the reviewed completion the review paired to it, per reward written in
+the workspace, compared with the score review.json recorded (exactly as above); a difference names the reward, the
+row and both scores. The line says what the probes cost, and names the rows past row_probes.CAP, which are not
+probed.
+
 A run of several processes (WORLD_SIZE > 1) replays on every rank, not on rank 0 alone: each rank trains with its
 own rewards in its own environment, and ranks on different nodes can differ (a variable one node's shell exports,
 a node-local file, a tool installed on one node), so rank 0's replay says nothing of rank 1's. The process group
@@ -41,6 +49,8 @@ import sys
 import time
 
 from mcp_server.errors import UserInputError
+from mcp_server.inspection import row_probes
+from mcp_server.inspection.row_probes import same, shown as _shown  # noqa: F401 - same: the replay's rule
 from mcp_server.runs import Run
 from mcp_server import userfiles
 
@@ -97,15 +107,6 @@ def reviewed(run: Run, verdict: dict, samples: bytes | None = None) -> tuple[lis
     return _lines(samples), _lines(rows), review
 
 
-def same(stored, now: float) -> bool:
-    """Whether `now` is the score the review stored as `stored` (review._json_float: None for NaN, 6 decimals)."""
-    if stored is None:
-        return math.isnan(now)
-    if isinstance(stored, bool) or not isinstance(stored, (int, float)) or math.isnan(now):
-        return False
-    return round(now, 6) == stored or math.isclose(now, stored, rel_tol=1e-9, abs_tol=1e-12)
-
-
 def differences(names: list[str], scores: list[list[float]], samples: list[dict], rows: list[dict]) -> list[str]:
     """One line per reward whose score now (scores[r][i] on samples[i]) differs from a reviewed row's: how many of
     the reviewed samples differ and the first (sample id, reviewed score, score now)."""
@@ -124,11 +125,6 @@ def differences(names: list[str], scores: list[list[float]], samples: list[dict]
             lines.append(f"the reward {name} scores {len(differ)} of the {len(rows)} reviewed samples differently "
                          f"than the review recorded (sample {sid}: reviewed {_shown(then)}, now {_shown(now)})")
     return lines
-
-
-def _shown(value) -> str:
-    return "None" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:g}" \
-        if isinstance(value, (int, float)) else str(value)
 
 
 def replay(funcs: list, specs: list, samples: list[dict], rows: list[dict]) -> tuple[list[str], list[str]]:
@@ -174,7 +170,7 @@ def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, sam
                  dataset) -> str | None:
     """This process's replay: what it compared (None: nothing to replay, said here); ScoresChanged naming what
     differs."""
-    from mcp_server.inspection import row_probes
+    from mcp_server.inspection.review import _score
     from mcp_server.rewards.spec import RewardSpec
 
     if verdict is None or not (verdict.get("samples_sha256") and verdict.get("review_sha256")):
@@ -186,8 +182,11 @@ def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, sam
     specs = [RewardSpec(name=s) if isinstance(s, str) else RewardSpec.model_validate(s) for s in rewards]
     names, differ = replay(funcs, specs, all_samples, rows)
     started = time.monotonic()
-    probes, row_differ = row_probes.replay_rows(run, review.get(row_probes.KEY), verdict, funcs, specs, names,
-                                                all_samples, dataset)
+    try:
+        probes, row_differ = row_probes.replay_rows(run, _score, review.get(row_probes.KEY), verdict, funcs, specs,
+                                                    names, all_samples, dataset)
+    except row_probes.Unreplayable as exc:
+        _refuse(str(exc))
     differ += row_differ
     if differ:
         _refuse("; ".join(differ) + f": {CAUSES}. Put that input back as it was, or make the reward depend only "

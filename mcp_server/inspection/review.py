@@ -196,8 +196,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     report(0, len(funcs), f"scoring {len(all_samples)} samples with {len(funcs)} rewards")
     all_scores = _score(funcs, specs, all_samples, report)
     check_threshold(specs, all_scores, request.success_threshold)
-    report(len(funcs), len(funcs), "probing each training row with the rewards written in the workspace")
-    probes, probe_warnings = row_probes.review_rows(run, funcs, specs, names, all_samples, all_scores, meta)
+    probes = row_probes.review_rows(run, _score, funcs, specs, names, all_samples, all_scores, meta, warnings)
     all_totals = [_total(weights, [column[i] for column in all_scores]) for i in range(len(all_samples))]
     all_success = [is_success(specs, all_scores, i, all_totals[i], request.success_threshold)
                    for i in range(len(all_samples))]
@@ -205,13 +204,11 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     shown = [position[id(s)] for s in samples]
     scores = [[column[i] for i in shown] for column in all_scores]
     totals, successes = [all_totals[i] for i in shown], [all_success[i] for i in shown]
-
     groups = _groups(samples)
     distributions = [_distribution(n_, w, scores[r], groups) for r, (n_, w) in enumerate(zip(names, weights))]
     distributions.append(_distribution("total", 1.0, totals, groups))
     golds = [gold_column(f, {k for s in samples for k in s.get("columns", {})}) for f in funcs]
     rows, likely = _sheet_rows(samples, specs, names, scores, totals, successes, request.max_suspects, golds)
-
     rate_groups = _groups(all_samples)
     solved = sum(any(all_success[i] for i in g) for g in rate_groups)
     base_rate = solved / len(rate_groups)
@@ -225,7 +222,6 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     differs = (list(meta.get("differs_from_config") or []) if meta
                else ["samples.meta.json is missing: nothing says how these samples were drawn"])
     warnings += _sheet_warnings(len(rows), truncated, bool(format_idx), len(rate_groups), interval, meta, differs)
-    warnings += probe_warnings
     can_learn = base_rate > 0
     filtered = difficulty.filter_or_standing(run, request.difficulty_filter, all_samples, all_success, meta)
     result = InspectResult(

@@ -13,8 +13,9 @@ re-filter the verdict records) and compares them as it compares the samples: a d
 row and both scores, and exits (status 3), on every rank (replay.replay_review).
 
 Probed: every reward written in the workspace (a dotted path), rubric_judge (its judge is a model or a callable
-outside the project) and a built-in reward wrapping one of those (length_penalty's `reward`). Left out, and named in the review and at launch: the project's other built-in rewards, whose
-code is the project's own and reads nothing but the completion, its row and the reward's parameters.
+outside the project) and a built-in reward wrapping one of those (length_penalty's `reward`). Left out, and named
+in the review: the project's other built-in rewards, whose code is the project's own and reads nothing but the
+completion, its row and the reward's parameters.
 What it costs: one reward call per training row per probed reward (in batches of CHUNK rows), at review and at
 launch; the review's `row_probes` line and the trainer's replay line say how long. Rows past CAP (the first CAP rows
 in the data's order are probed) are not probed: the review and the launch line name them, and a change keyed to
@@ -25,11 +26,12 @@ them would not show. What a probe cannot show: a reward that pays nothing for a 
 from __future__ import annotations
 
 import contextlib
+import math
 import tempfile
 import time
+from collections.abc import Callable
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection.replay import _refuse, _shown, same
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
@@ -38,6 +40,26 @@ KEY = "row_probes"  # review.json: the record (the verdict pins review.json)
 CAP = 20_000  # rows probed, the first in the data's order
 CHUNK = 512  # rows per reward call
 JUDGES = frozenset({"rubric_judge"})  # built-in, yet its judge is outside the project's code
+# How the review scores a batch (review._score: called as TRL calls rewards), handed in by the caller.
+Score = Callable[[list, list, list], list]
+
+
+class Unreplayable(Exception):
+    """The record cannot be replayed here (what to do in the message): the replay refuses with it."""
+
+
+def same(stored, now: float) -> bool:
+    """Whether `now` is the score the review stored as `stored` (review._json_float: None for NaN, 6 decimals)."""
+    if stored is None:
+        return math.isnan(now)
+    if isinstance(stored, bool) or not isinstance(stored, (int, float)) or math.isnan(now):
+        return False
+    return round(now, 6) == stored or math.isclose(now, stored, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def shown(value) -> str:
+    return "None" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:g}" \
+        if isinstance(value, (int, float)) else str(value)
 
 
 def probed(spec: RewardSpec) -> bool:
@@ -63,13 +85,11 @@ def _row_sample(j: int, row: dict, sample: dict) -> dict:
             "completion_ids": sample.get("completion_ids") or []}
 
 
-def _scores(func, spec: RewardSpec, rows: list[tuple[int, dict]], pool: list[dict]) -> list[float]:
-    from mcp_server.inspection.review import _score
-
+def _scores(score: Score, func, spec: RewardSpec, rows: list[tuple[int, dict]], pool: list[dict]) -> list[float]:
     out: list[float] = []
     for start in range(0, len(rows), CHUNK):
         batch = [_row_sample(j, row, pool[j % len(pool)]) for j, row in rows[start:start + CHUNK]]
-        out += _score([func], [spec], batch)[0]
+        out += score([func], [spec], batch)[0]
     return out
 
 
@@ -89,13 +109,14 @@ def rows_of(dataset, count: int) -> list[dict]:
     return list(plain.select(range(min(count, len(plain)))))
 
 
-def review_rows(run: Run, funcs: list, specs: list[RewardSpec], names: list[str], samples: list[dict],
-                scores: list[list[float]], meta: dict) -> tuple[dict, list[str]]:
-    """inspect_rewards' probes: (the record review.json keeps under KEY, warnings for the sheet)."""
+def review_rows(run: Run, score: Score, funcs: list, specs: list[RewardSpec], names: list[str], samples: list[dict],
+                scores: list[list[float]], meta: dict, warnings: list[str]) -> dict:
+    """inspect_rewards' probes: the record review.json keeps under KEY (what the sheet should warn of: added to
+    `warnings`)."""
     chosen = [r for r, s in enumerate(specs) if probed(s)]
     record: dict = {"cap": CAP, "left_out": [names[r] for r in range(len(specs)) if r not in chosen], "rewards": {}}
     if not chosen:
-        return {**record, "rows": None, "probed_rows": 0, "seconds": 0.0}, []
+        return {**record, "rows": None, "probed_rows": 0, "seconds": 0.0}
     started = time.monotonic()
     try:
         with training_rows(run) as (dataset, sha):
@@ -109,20 +130,19 @@ def review_rows(run: Run, funcs: list, specs: list[RewardSpec], names: list[str]
         pool = [s.get("id") for i, s in enumerate(samples) if scores[r][i] != 0 and scores[r][i] == scores[r][i]]
         pool = pool or [s.get("id") for s in samples]
         try:
-            values = _scores(funcs[r], specs[r], list(enumerate(rows)), [by_id[i] for i in pool])
+            values = _scores(score, funcs[r], specs[r], list(enumerate(rows)), [by_id[i] for i in pool])
         except UserInputError as exc:
             raise UserInputError(f"rewards[{r}]", f"on the training rows, each paired with a reviewed completion "
                                  f"(the row probes): {str(exc).split(': ', 1)[-1]}") from None
         record["rewards"][names[r]] = {"pool": pool, "scores": [None if v != v else round(v, 6) for v in values]}
     record.update(rows=total, rows_sha256=sha, probed_rows=len(rows), seconds=round(time.monotonic() - started, 2))
     trained = meta.get("trained") if isinstance(meta.get("trained"), dict) else {}
-    warnings = []
     if trained.get("rows_sha256") not in (None, sha):
         warnings.append("the training rows are not the rows the samples were drawn from (the data changed since): "
                         "sample again before recording a verdict")
     if total > len(rows):
         warnings.append(uncovered(record))
-    return record, warnings
+    return record
 
 
 def uncovered(record: dict) -> str:
@@ -147,26 +167,26 @@ def summary(record: dict | None) -> str:
             f"{record['seconds']:.2f} s{capped}{kept}")
 
 
-def replay_rows(run: Run, record, verdict: dict, funcs: list, specs: list[RewardSpec], names: list[str],
-                samples: list[dict], dataset) -> tuple[str, list[str]]:
+def replay_rows(run: Run, score: Score, record, verdict: dict, funcs: list, specs: list[RewardSpec],
+                names: list[str], samples: list[dict], dataset) -> tuple[str, list[str]]:
     """The trainer's probes (the module's doc): (what it compared, one line per reward whose row scores differ).
-    ScoresChanged for a record that cannot be replayed. `dataset`: the rows the trainer read and its point-of-use
+    Unreplayable for a record that cannot be replayed. `dataset`: the rows the trainer read and its point-of-use
     check verified (None: read here, and compared with the rows the review probed)."""
     if not isinstance(record, dict) or not isinstance(record.get("rewards"), dict):
         if any(probed(s) for s in specs):
-            _refuse("the review probed none of the training rows (recorded before row probes): a reward's input "
+            _stop("the review probed none of the training rows (recorded before row probes): a reward's input "
                     "keyed to a row nobody sampled would not show. Inspect again and record a new verdict.")
         return "", []
     if not record["rewards"]:
         return "", []
     if dataset is not None:
-        compared, differ = _compare(record, verdict, funcs, specs, names, samples, dataset)
+        compared, differ = _compare(score, record, verdict, funcs, specs, names, samples, dataset)
     else:
         with training_rows(run) as (loaded, sha):
             if not verdict.get("data_updates") and sha != record.get("rows_sha256"):
-                _refuse("the training rows are not the rows the review probed (the data changed since): put them "
+                _stop("the training rows are not the rows the review probed (the data changed since): put them "
                         "back, or sample and inspect again and record a new verdict")
-            compared, differ = _compare(record, verdict, funcs, specs, names, samples, loaded)
+            compared, differ = _compare(score, record, verdict, funcs, specs, names, samples, loaded)
     capped = f"; {uncovered(record)}" if (record.get("rows") or 0) > record.get("probed_rows", 0) else ""
     return f"probed {compared} training rows x {len(record['rewards'])} rewards{capped}", differ
 
@@ -174,20 +194,22 @@ def replay_rows(run: Run, record, verdict: dict, funcs: list, specs: list[Reward
 def _targets(record: dict, verdict: dict, count: int) -> list[tuple[int, int]]:
     """(row j as the review probed it, its index in the data that trains): through the re-filters the verdict
     records (a dropped row no longer trains: not probed)."""
-    from mcp_server.inspection.trained import _DROPPED, _row_after_refilters
-
     targets = []
     for j in range(int(record.get("probed_rows") or 0)):
-        k = _row_after_refilters(j, verdict)
-        if k is _DROPPED:
+        k = row_after_refilters(j, verdict)
+        if k is DROPPED:
             continue
         if not isinstance(k, int) or not 0 <= k < count:
-            _refuse(f"training row {j}, which the review probed, is not a row of the data that trains")
+            _stop(f"training row {j}, which the review probed, is not a row of the data that trains")
         targets.append((j, k))
     return targets
 
 
-def _compare(record: dict, verdict: dict, funcs: list, specs: list[RewardSpec], names: list[str],
+def _stop(line: str):
+    raise Unreplayable(line)
+
+
+def _compare(score: Score, record: dict, verdict: dict, funcs: list, specs: list[RewardSpec], names: list[str],
              samples: list[dict], dataset) -> tuple[int, list[str]]:
     plain = dataset.with_format(None)
     targets = _targets(record, verdict, len(plain))
@@ -198,13 +220,13 @@ def _compare(record: dict, verdict: dict, funcs: list, specs: list[RewardSpec], 
     for name, entry in record["rewards"].items():
         pool = [by_id.get(i) for i in entry.get("pool") or []]
         if name not in names or not pool or None in pool:
-            _refuse(f"the row probes name the reward {name} or reviewed samples that are not the ones this process "
+            _stop(f"the row probes name the reward {name} or reviewed samples that are not the ones this process "
                     "trains with: inspect again and record a new verdict")
         r = names.index(name)
         try:
-            now = _scores(funcs[r], specs[r], rows, pool)
+            now = _scores(score, funcs[r], specs[r], rows, pool)
         except UserInputError as exc:
-            _refuse(f"the review's row probes cannot be replayed: {exc}")
+            _stop(f"the review's row probes cannot be replayed: {exc}")
         stored = entry.get("scores") or []
         differ = [(j, stored[j] if j < len(stored) else "none recorded", v) for (j, _), v in zip(rows, now)
                   if j >= len(stored) or not same(stored[j], v)]
@@ -212,5 +234,29 @@ def _compare(record: dict, verdict: dict, funcs: list, specs: list[RewardSpec], 
             j, then, v = differ[0]
             lines.append(f"the reward {name} scores {len(differ)} of the {len(rows)} training rows (each probed "
                          f"with a reviewed completion) differently than the review recorded (row {j}: reviewed "
-                         f"{_shown(then)}, now {_shown(v)})")
+                         f"{shown(then)}, now {shown(v)})")
     return len(rows), lines
+
+
+DROPPED = object()
+
+
+def data_updates(verdict: dict) -> list[dict]:
+    """The re-filters the verdict records (resume_training's, inspection.refilter), in order."""
+    updates = verdict.get("data_updates")
+    return [u for u in updates if isinstance(u, dict)] if isinstance(updates, list) else []
+
+
+def row_after_refilters(index, verdict: dict):
+    """A row's index in the data that trains after the verdict's re-filters (each keeps `kept_rows`, indices into
+    the data before it); DROPPED when one of them dropped the row."""
+    for update in data_updates(verdict):
+        kept = update.get("kept_rows")
+        if not isinstance(kept, list):
+            return None  # a record that says no rows: the sample is no row of the data (refused)
+        if not isinstance(index, int):
+            return index
+        if index not in kept:
+            return DROPPED
+        index = kept.index(index)
+    return index
