@@ -309,7 +309,7 @@ def test_an_input_that_moves_only_unsampled_rows_is_refused(workspace, tiny_mode
     the replay passed and training ran at 7."""
     run_dir, key, _ = _keyed_run(workspace, tiny_model, monkeypatch, route, route)
     reviewed_reward_funcs(run_dir)
-    assert "same scores; probed 20 training rows x 1 rewards, same scores" in capsys.readouterr().err
+    assert "same scores" in capsys.readouterr().err
     _set_key(route, key, 7.0, monkeypatch)
     assert check_inspection_gate(run_dir).passed  # nothing the gate can know of
     with pytest.raises(SystemExit) as refused:
