@@ -329,7 +329,8 @@ def test_the_row_probes_cost_line_at_review_and_at_launch(workspace, tiny_model,
     run_dir, key, review = _keyed_run(workspace, tiny_model, monkeypatch, "env", "cost",
                                       rewards=[{"name": "soft_overlong_punishment"}])
     assert re.search(r"^probed 20 training rows x 1 rewards \(key_reward\), each row paired with a reviewed "
-                     r"completion: 20 reward calls, \d+\.\d\d s; left out \(the project's own code, reads only the "
+                     r"completion: 20 reward calls, \d+\.\d\d s \(the rows read as the trainer reads them: "
+                     r"\d+\.\d\d s\); left out \(the project's own code, reads only the "
                      r"completion and its row\): soft_overlong_punishment_reward$", review.row_probes), \
         review.row_probes
     assert review.row_probes in (run_dir / "inspection" / "review.md").read_text()

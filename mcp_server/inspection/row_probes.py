@@ -125,6 +125,7 @@ def review_rows(run: Run, score: Score, funcs: list, specs: list[RewardSpec], na
     except UserInputError as exc:
         raise UserInputError("run", f"the training rows cannot be read as the trainer reads them, so they cannot "
                              f"be probed ({exc})") from None
+    loaded = time.monotonic()
     by_id = {s.get("id"): s for s in samples}
     for r in chosen:
         pool = [s.get("id") for i, s in enumerate(samples) if scores[r][i] != 0 and scores[r][i] == scores[r][i]]
@@ -135,7 +136,8 @@ def review_rows(run: Run, score: Score, funcs: list, specs: list[RewardSpec], na
             raise UserInputError(f"rewards[{r}]", f"on the training rows, each paired with a reviewed completion "
                                  f"(the row probes): {str(exc).split(': ', 1)[-1]}") from None
         record["rewards"][names[r]] = {"pool": pool, "scores": [None if v != v else round(v, 6) for v in values]}
-    record.update(rows=total, rows_sha256=sha, probed_rows=len(rows), seconds=round(time.monotonic() - started, 2))
+    record.update(rows=total, rows_sha256=sha, probed_rows=len(rows), read_seconds=round(loaded - started, 2),
+                  seconds=round(time.monotonic() - loaded, 2))
     trained = meta.get("trained") if isinstance(meta.get("trained"), dict) else {}
     if trained.get("rows_sha256") not in (None, sha):
         warnings.append("the training rows are not the rows the samples were drawn from (the data changed since): "
@@ -164,7 +166,8 @@ def summary(record: dict | None) -> str:
     capped = f"; {uncovered(record)}" if record["rows"] > record["probed_rows"] else ""
     return (f"probed {record['probed_rows']} training rows x {len(record['rewards'])} rewards "
             f"({', '.join(record['rewards'])}), each row paired with a reviewed completion: {calls} reward calls, "
-            f"{record['seconds']:.2f} s{capped}{kept}")
+            f"{record['seconds']:.2f} s (the rows read as the trainer reads them: {record['read_seconds']:.2f} s)"
+            f"{capped}{kept}")
 
 
 def replay_rows(run: Run, score: Score, record, verdict: dict, funcs: list, specs: list[RewardSpec],
