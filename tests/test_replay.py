@@ -234,7 +234,8 @@ def test_a_run_of_two_processes_replays_on_every_rank_and_every_rank_refuses_a_c
     status, text = launched_to_its_end()
     assert status.state == "succeeded", (status.state, text[-3000:])
     for rank in (0, 1):
-        assert f"replayed the review: 52 samples x 1 rewards, same scores (rank {rank} of 2)" in text, text[-3000:]
+        assert re.search(rf"replayed the review: 52 samples x 1 rewards, same scores; probed 16 training rows x 1 "
+                         rf"rewards, same scores \(\d+\.\d\d s\) \(rank {rank} of 2\)", text), text[-3000:]
 
     monkeypatch.setenv("RMP_KNOB_1", "5")  # rank 1's environment only
     status, text = launched_to_its_end(archive_previous=True)
