@@ -329,11 +329,15 @@ def test_the_row_probes_cost_line_at_review_and_at_launch(workspace, tiny_model,
 
     run_dir, key, review = _keyed_run(workspace, tiny_model, monkeypatch, "env", "cost",
                                       rewards=[{"name": "soft_overlong_punishment"}])
-    assert re.search(r"^probed 20 training rows x 1 rewards \(key_reward\), each row paired with a reviewed "
-                     r"completion: 20 reward calls, \d+\.\d\d s \(the rows read as the trainer reads them: "
-                     r"\d+\.\d\d s\); left out \(the project's own code, reads only the "
-                     r"completion and its row\): soft_overlong_punishment_reward$", review.row_probes), \
-        review.row_probes
+    assert review.row_probes == (
+        "probed 20 training rows x 1 rewards (key_reward), each row paired with a reviewed completion: 20 reward "
+        "calls here and again at each launch; left out (the project's own code, reads only the completion and its "
+        "row): soft_overlong_punishment_reward"), review.row_probes
+    said = []
+    again = inspect_rewards(InspectRequest(run=str(run_dir)), report=lambda done, total, line: said.append(line))
+    assert again.row_probes == review.row_probes and check_inspection_gate(run_dir).passed  # the same review bytes
+    assert any(re.fullmatch(r"row probes: 20 reward calls in \d+\.\d\d s, the 20 rows read as the trainer reads "
+                            r"them in \d+\.\d\d s", line) for line in said), said
     assert review.row_probes in (run_dir / "inspection" / "review.md").read_text()
     funcs, _ = reviewed_reward_funcs(run_dir)
     assert len(funcs) == 2

@@ -196,7 +196,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     report(0, len(funcs), f"scoring {len(all_samples)} samples with {len(funcs)} rewards")
     all_scores = _score(funcs, specs, all_samples, report)
     check_threshold(specs, all_scores, request.success_threshold)
-    probes = row_probes.review_rows(run, _score, funcs, specs, names, all_samples, all_scores, meta, warnings)
+    probes = row_probes.review_rows(run, _score, funcs, specs, names, all_samples, all_scores, meta, warnings, report)
     all_totals = [_total(weights, [column[i] for column in all_scores]) for i in range(len(all_samples))]
     all_success = [is_success(specs, all_scores, i, all_totals[i], request.success_threshold)
                    for i in range(len(all_samples))]

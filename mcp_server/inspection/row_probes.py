@@ -17,7 +17,7 @@ outside the project) and a built-in reward wrapping one of those (length_penalty
 in the review: the project's other built-in rewards, whose code is the project's own and reads nothing but the
 completion, its row and the reward's parameters.
 What it costs: one reward call per training row per probed reward (in batches of CHUNK rows), at review and at
-launch; the review's `row_probes` line and the trainer's replay line say how long. Rows past CAP (the first CAP rows
+launch; inspect_rewards' progress line and the trainer's replay line say how long. Rows past CAP (the first CAP rows
 in the data's order are probed) are not probed: the review and the launch line name them, and a change keyed to
 them would not show. What a probe cannot show: a reward that pays nothing for a row with the paired completion
 (a correctness reward given another prompt's answer) shows no weight it multiplies by on that row.
@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 
 from mcp_server.errors import UserInputError
+from mcp_server.reporting import Report, silent
 from mcp_server.rewards.registry import REGISTRY
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run
@@ -110,13 +111,13 @@ def rows_of(dataset, count: int) -> list[dict]:
 
 
 def review_rows(run: Run, score: Score, funcs: list, specs: list[RewardSpec], names: list[str], samples: list[dict],
-                scores: list[list[float]], meta: dict, warnings: list[str]) -> dict:
+                scores: list[list[float]], meta: dict, warnings: list[str], report: Report = silent) -> dict:
     """inspect_rewards' probes: the record review.json keeps under KEY (what the sheet should warn of: added to
     `warnings`)."""
     chosen = [r for r, s in enumerate(specs) if probed(s)]
     record: dict = {"cap": CAP, "left_out": [names[r] for r in range(len(specs)) if r not in chosen], "rewards": {}}
     if not chosen:
-        return {**record, "rows": None, "probed_rows": 0, "seconds": 0.0}
+        return {**record, "rows": None, "probed_rows": 0}
     started = time.monotonic()
     try:
         with training_rows(run) as (dataset, sha):
@@ -136,8 +137,10 @@ def review_rows(run: Run, score: Score, funcs: list, specs: list[RewardSpec], na
             raise UserInputError(f"rewards[{r}]", f"on the training rows, each paired with a reviewed completion "
                                  f"(the row probes): {str(exc).split(': ', 1)[-1]}") from None
         record["rewards"][names[r]] = {"pool": pool, "scores": [None if v != v else round(v, 6) for v in values]}
-    record.update(rows=total, rows_sha256=sha, probed_rows=len(rows), read_seconds=round(loaded - started, 2),
-                  seconds=round(time.monotonic() - loaded, 2))
+    record.update(rows=total, rows_sha256=sha, probed_rows=len(rows))  # no timings: a review is the same bytes again
+    calls = len(rows) * len(chosen)
+    report(1, 1, f"row probes: {calls} reward calls in {time.monotonic() - loaded:.2f} s, the {total} rows read as "
+                 f"the trainer reads them in {loaded - started:.2f} s")
     trained = meta.get("trained") if isinstance(meta.get("trained"), dict) else {}
     if trained.get("rows_sha256") not in (None, sha):
         warnings.append("the training rows are not the rows the samples were drawn from (the data changed since): "
@@ -154,7 +157,8 @@ def uncovered(record: dict) -> str:
 
 
 def summary(record: dict | None) -> str:
-    """The review's cost line for the probes."""
+    """What the review probed and what it costs (reward calls; the time: inspect_rewards' progress line and the
+    trainer's replay line; none here, so that the same review is the same bytes)."""
     if not record:
         return "no training rows probed"
     left = record.get("left_out") or []
@@ -165,9 +169,8 @@ def summary(record: dict | None) -> str:
     calls = record["probed_rows"] * len(record["rewards"])
     capped = f"; {uncovered(record)}" if record["rows"] > record["probed_rows"] else ""
     return (f"probed {record['probed_rows']} training rows x {len(record['rewards'])} rewards "
-            f"({', '.join(record['rewards'])}), each row paired with a reviewed completion: {calls} reward calls, "
-            f"{record['seconds']:.2f} s (the rows read as the trainer reads them: {record['read_seconds']:.2f} s)"
-            f"{capped}{kept}")
+            f"({', '.join(record['rewards'])}), each row paired with a reviewed completion: {calls} reward calls "
+            f"here and again at each launch{capped}{kept}")
 
 
 def replay_rows(run: Run, score: Score, record, verdict: dict, funcs: list, specs: list[RewardSpec],
