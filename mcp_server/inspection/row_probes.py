@@ -96,8 +96,8 @@ def _scores(score: Score, func, spec: RewardSpec, rows: list[tuple[int, dict]], 
 
 @contextlib.contextmanager
 def training_rows(run: Run):
-    """(the rows as train/train.py's loader reads them, their count, their hash) while the block runs: the first
-    CAP as plain dicts."""
+    """(the rows as train/train.py's loader reads them, their hash), usable while the block runs (their arrow files
+    live in a fresh cache folder removed after it)."""
     from mcp_server.inspection.training_inputs import load_training_inputs, rows_sha256
 
     with tempfile.TemporaryDirectory(prefix="datasets-") as cache:
@@ -106,6 +106,7 @@ def training_rows(run: Run):
 
 
 def rows_of(dataset, count: int) -> list[dict]:
+    """The first `count` rows as plain dicts (what the sampler hands a sample's prompt and columns from)."""
     plain = dataset.with_format(None)
     return list(plain.select(range(min(count, len(plain)))))
 
