@@ -744,7 +744,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "resume_from_checkpoint pointing at a checkpoint copied anywhere inside the run directory but outside its "
       "output_dir (inspection/checkpoint-5, data/checkpoint-3) passes the trainer's check: weights nobody "
       "reviewed train"),
-    M("m5-trainer-refilter-index-unmapped", "gate", "mcp_server/inspection/trained.py",
+    M("m5-trainer-refilter-index-unmapped", "gate", "mcp_server/inspection/row_probes.py",
       "        index = kept.index(index)\n", "",
       "after resume_training's re-filter (the verdict's data_updates keep some rows), each reviewed sample is "
       "compared with the row at its old index in the filtered data: the trainer refuses a re-filtered run as "
@@ -1198,7 +1198,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "\"route\": result.get(\"route\"),",
       "a verdict.json whose base_success_rate is edited (0.9 where the review measured 0.25) still reads as"
       " a verdict on that review"),
-    M("k6-trainer-refilter-without-kept-rows", "gate", "mcp_server/inspection/trained.py",
+    M("k6-trainer-refilter-without-kept-rows", "gate", "mcp_server/inspection/row_probes.py",
       "            return None  # a record that says no rows",
       "            continue  # a record that says no rows",
       "a re-filter record in verdict.json without kept_rows is read as keeping every row: the trainer "
@@ -1736,11 +1736,15 @@ MUTATIONS: tuple[Mutation, ...] = (
       "the trainer checks the files the rewards read only once before the first step, not at each reward call: a "
       "rubric rewritten after step 1, or a file no review read (a branch the samples never took) read at step 200, "
       "scores training with no refusal"),
-    M("m13-replay-rounds-away-a-change", "gate", "mcp_server/inspection/replay.py",
+    M("m13-replay-rounds-away-a-change", "gate", "mcp_server/inspection/row_probes.py",
       "    return round(now, 6) == stored or math.isclose(now, stored, rel_tol=1e-9, abs_tol=1e-12)",
       "    return round(now) == round(stored) or math.isclose(now, stored, rel_tol=1e-9, abs_tol=1e-12)",
       "the trainer's replay compares scores at whole numbers: a reward reviewed at 0.2 that scores 0.4 at launch "
       "(an environment variable, a file's size changed since) trains with no refusal"),
+    M("m13b-replay-ignores-the-row-probes", "gate", "mcp_server/inspection/replay.py",
+      "    differ += row_differ\n", "",
+      "the trainer's replay scores the training rows' probes but drops what differs: a reward input keyed to the "
+      "prompts the review never sampled (round 15, G2) changed after the verdict trains with no refusal"),
     M("m10-trainer-ref-model-unchecked", "gate", "mcp_server/inspection/trained.py",
       '    models = [m for m in (getattr(trainer, "model", None), getattr(trainer, "ref_model", None)) '
       'if m is not None]',

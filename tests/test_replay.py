@@ -234,7 +234,8 @@ def test_a_run_of_two_processes_replays_on_every_rank_and_every_rank_refuses_a_c
     status, text = launched_to_its_end()
     assert status.state == "succeeded", (status.state, text[-3000:])
     for rank in (0, 1):
-        assert f"replayed the review: 52 samples x 1 rewards, same scores (rank {rank} of 2)" in text, text[-3000:]
+        assert re.search(rf"replayed the review: 52 samples x 1 rewards, same scores; probed 16 training rows x 1 "
+                         rf"rewards, same scores \(\d+\.\d\d s\) \(rank {rank} of 2\)", text), text[-3000:]
 
     monkeypatch.setenv("RMP_KNOB_1", "5")  # rank 1's environment only
     status, text = launched_to_its_end(archive_previous=True)
@@ -256,3 +257,146 @@ def test_a_record_that_signs_no_review_has_nothing_to_replay(tmp_path, capsys):
 
     replay.replay_review(Run(tmp_path), [{"name": "format_reward"}], [], {"pins": {}})
     assert "signs no review to replay" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- row probes (round 15's G2: unsampled prompts)
+# A reward that weighs each prompt by an answer key read outside the completion and its row: a JSON table in an
+# environment variable, or a file read through a process it starts. The review samples 13 of the 20 rows.
+KEYED = {
+    "env": 'json.loads(os.environ.get(KEY, "{}"))',
+    "subprocess": 'json.loads(subprocess.check_output(["/bin/cat", KEY]))',
+}
+KEYED_REWARD = '''import json, os, subprocess
+KEY = {key!r}
+
+
+def key_reward(completions, prompts=None, **kwargs):
+    key = {body}
+    return [key.get(p if isinstance(p, str) else p[-1]["content"], 1.0) for p in prompts]
+'''
+
+
+def _set_key(route: str, key: Path, unsampled: float, monkeypatch, rows: int = 20, sampled: int = 13) -> None:
+    table = json.dumps({f"Q{i}": (1.0 if i < sampled else unsampled) for i in range(rows)})
+    if route == "env":
+        monkeypatch.setenv(str(key), table)
+    else:
+        key.write_text(table)
+
+
+def _keyed_run(workspace: Path, tiny_model, monkeypatch, route: str, tag: str, rewards: list | None = None):
+    """A hand-made run of 20 data rows, 13 of them sampled (4 completions each), whose reward weighs each prompt
+    by the key read through `route` (every weight 1 at review), inspected and passed."""
+    folder = workspace / "code"
+    folder.mkdir()
+    key = workspace / "key.json" if route != "env" else Path(f"R15_KEY_{tag}")
+    module = f"keyrew_{tag}_{abs(hash(str(workspace)))}"
+    (folder / f"{module}.py").write_text(KEYED_REWARD.format(key=str(key), body=KEYED[route]))
+    monkeypatch.syspath_prepend(str(folder))
+    _set_key(route, key, 1.0, monkeypatch)
+    # 20 data rows, 13 prompt groups: rows 13-19 are never sampled
+    run_dir = hand_made_run(workspace, tiny_model, "keyed", [["a", "b", "c", "d"]] * 13, ["2"] * 20,
+                            rewards=[{"name": f"{module}.key_reward"}, *(rewards or [])])
+    review = inspect_rewards(InspectRequest(run=str(run_dir)))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    return run_dir, key, review
+
+
+@pytest.mark.parametrize("route", ["env", pytest.param("subprocess", marks=pytest.mark.slow)])  # it starts /bin/cat
+def test_an_input_that_moves_only_unsampled_rows_is_refused(workspace, tiny_model, monkeypatch, capsys, route):
+    """G2 (a: env, b: subprocess): after the verdict only the 7 never-sampled prompts' weights go 1 -> 7. The
+    reviewed samples replay the same; the row probes (each training row scored with a reviewed completion at
+    review, again by the trainer) differ: refused (status 3), naming the reward, a row and both scores. Before,
+    the replay passed and training ran at 7."""
+    run_dir, key, _ = _keyed_run(workspace, tiny_model, monkeypatch, route, route)
+    reviewed_reward_funcs(run_dir)
+    assert "same scores" in capsys.readouterr().err
+    _set_key(route, key, 7.0, monkeypatch)
+    assert check_inspection_gate(run_dir).passed  # nothing the gate can know of
+    with pytest.raises(SystemExit) as refused:
+        reviewed_reward_funcs(run_dir)
+    err = capsys.readouterr().err
+    assert refused.value.code == 3, err
+    assert "the reward key_reward scores 7 of the 20 training rows" in err, err
+    assert "(row 13: reviewed 1, now 7)" in err, err
+    assert "reviewed samples differently" not in err, err  # the sampled prompts alone would have passed
+
+
+def test_the_row_probes_cost_line_at_review_and_at_launch(workspace, tiny_model, monkeypatch, capsys):
+    """(c, d) Unchanged: the trainer's check returns its rewards and says what the probes cost; the review says it
+    too (result, sheet), naming the built-in rewards it leaves out. Rows past the cap are named at both ends."""
+    from mcp_server.inspection import row_probes
+
+    run_dir, key, review = _keyed_run(workspace, tiny_model, monkeypatch, "env", "cost",
+                                      rewards=[{"name": "soft_overlong_punishment"}])
+    assert review.row_probes == (
+        "probed 20 training rows x 1 rewards (key_reward), each row paired with a reviewed completion: 20 reward "
+        "calls here and again at each launch; left out (the project's own code, reads only the completion and its "
+        "row): soft_overlong_punishment_reward"), review.row_probes
+    said = []
+    again = inspect_rewards(InspectRequest(run=str(run_dir)), report=lambda done, total, line: said.append(line))
+    assert again.row_probes == review.row_probes and check_inspection_gate(run_dir).passed  # the same review bytes
+    assert any(re.fullmatch(r"row probes: 20 reward calls in \d+\.\d\d s, the 20 rows read as the trainer reads "
+                            r"them in \d+\.\d\d s", line) for line in said), said
+    assert review.row_probes in (run_dir / "inspection" / "review.md").read_text()
+    funcs, _ = reviewed_reward_funcs(run_dir)
+    assert len(funcs) == 2
+    assert re.search(r"replayed the review: 52 samples x 2 rewards, same scores; probed 20 training rows x 1 "
+                     r"rewards, same scores \(\d+\.\d\d s\), \d+\.\d\d s", capsys.readouterr().err)
+    monkeypatch.setattr(row_probes, "CAP", 15)
+    review = inspect_rewards(InspectRequest(run=str(run_dir)))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    uncovered = "training rows 15-19 (5 of 20) are not probed (the row probes stop at 15 rows)"
+    assert uncovered in review.row_probes and any(uncovered in w for w in review.warnings), review
+    reviewed_reward_funcs(run_dir)
+    assert f"probed 15 training rows x 1 rewards; {uncovered}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_unsampled_rows_keyed_by_a_variable_train_unchanged_and_refuse_changed(workspace, monkeypatch):
+    """(c) and G2 through real launches: the key unchanged trains to its end (the launch line says the rows were
+    probed); the key changed for the prompts nobody sampled refuses before the first step, naming the reward."""
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    folder = workspace / "user-rewards"
+    folder.mkdir()
+    (folder / "rew15_key.py").write_text(KEYED_REWARD.format(key="R15_KEY", body=KEYED["env"]))
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delitem(sys.modules, "rew15_key", raising=False)
+    monkeypatch.setenv("R15_KEY", "{}")
+    data = workspace / "sums.jsonl"
+    prompts = [f"What is {i} + {i}?" for i in range(30)]
+    data.write_text("".join(json.dumps({"prompt": p, "answer": str(2 * i)}) + "\n" for i, p in enumerate(prompts)))
+    run_dir = emit_run("keyed", dataset=str(data), base=TINY, rewards=[{"name": "rew15_key.key_reward"}])
+    pass_inspection(run_dir, max_samples=None, reviewer="ana")
+    sampled = {json.loads(line)["prompt"][-1]["content"] if isinstance(json.loads(line)["prompt"], list)
+               else json.loads(line)["prompt"] for line in (run_dir / "inspection" / "samples.jsonl").open()}
+    log = run_dir / "train" / "logs" / "stdout.log"
+
+    def launched(**request):
+        result = launch_training(LaunchRequest(run=str(run_dir), **request))
+        assert result.launched, result.message
+        return wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=600), log.read_text()
+
+    status, text = launched()
+    assert status.state == "succeeded", (status.state, text[-3000:])
+    assert "same scores; probed 30 training rows x 1 rewards, same scores" in text, text[-3000:]
+    monkeypatch.setenv("R15_KEY", json.dumps({p: 7.0 for p in prompts if p not in sampled}))
+    status, text = launched(archive_previous=True)
+    assert status.state == "failed" and "refusing to train" in text, (status.state, text[-3000:])
+    assert f"the reward key_reward scores {30 - len(sampled)} of the 30 training rows" in text, text[-3000:]
+    assert "reviewed 1, now 7" in text, text[-3000:]
+
+
+def test_which_rewards_the_row_probes_score():
+    """Workspace code (a dotted path, a judge outside the project, a built-in wrapping either) is probed; the
+    project's own built-ins, reading only the completion and its row, are left out."""
+    from mcp_server.inspection.row_probes import probed
+
+    assert probed(RewardSpec(name="mymod.reward")) and probed(RewardSpec(name="rubric_judge", params={"rubric": "x"}))
+    assert probed(RewardSpec(name="length_penalty", params={"reward": {"name": "mymod.reward"}}))
+    assert not probed(RewardSpec(name="length_penalty", params={"reward": {"name": "correctness_reward"}}))
+    assert not probed(RewardSpec(name="format_reward")) and not probed(RewardSpec(name="correctness_reward"))

@@ -234,6 +234,9 @@ class InspectResult(BaseModel):
     reward_files: list[str] = Field(default_factory=list, description="Files the rewards opened while they scored "
                                     "(by a path in their code): the verdict pins each by content.")
     samples_sha256: str = Field(description="Hash of samples.jsonl (the verdict records it).")
+    row_probes: str = Field(default="", description="What the row probes cost: each training row scored with a "
+                            "reviewed completion by each reward written in the workspace (review.json keeps the "
+                            "scores; the trainer scores them again before its first step and refuses a change).")
     distributions: list[RewardDistribution] = Field(description="Per reward, then 'total': score distribution.")
     zero_variance_groups: int = Field(
         description="Reviewed prompt groups whose total reward has zero variance: GRPO learns nothing from them."

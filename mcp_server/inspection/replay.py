@@ -15,6 +15,14 @@ replayed while sampling (inspection.trained.sampling), nor without a verdict (no
 replays again (its environment may differ). A replay shows an input that changed since the review, not reward code
 written to tell a replay from training: that is what reading the reviewed code is for.
 
+The samples cover only the prompts the review sampled: an input keyed by the prompt (an answer key read through a
+process, a table in a variable) changed for the rows nobody sampled would replay the same (round 15, G2). So the
+replay also scores the review's row probes (inspection.row_probes): each training row, as the trainer's loader read
+and its point-of-use check verified it, with the reviewed completion the review paired to it, per reward written in
+the workspace, compared with the score review.json recorded (exactly as above); a difference names the reward, the
+row and both scores. The line says what the probes cost, and names the rows past row_probes.CAP, which are not
+probed.
+
 A run of several processes (WORLD_SIZE > 1) replays on every rank, not on rank 0 alone: each rank trains with its
 own rewards in its own environment, and ranks on different nodes can differ (a variable one node's shell exports,
 a node-local file, a tool installed on one node), so rank 0's replay says nothing of rank 1's. The process group
@@ -41,6 +49,8 @@ import sys
 import time
 
 from mcp_server.errors import UserInputError
+from mcp_server.inspection import row_probes
+from mcp_server.inspection.row_probes import same, shown as _shown  # noqa: F401 - same: the replay's rule
 from mcp_server.runs import Run
 from mcp_server import userfiles
 
@@ -86,24 +96,15 @@ def _lines(data: bytes) -> list[dict]:
     return [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
 
 
-def reviewed(run: Run, verdict: dict, samples: bytes | None = None) -> tuple[list[dict], list[dict]]:
-    """(every sample the review scored, the rows review.jsonl recorded), each file's bytes the ones the verdict
-    pins (samples.jsonl and review.json by hash, review.jsonl by review.json's hash); `samples`: samples.jsonl's
-    bytes as the point-of-use check read them (None: read here)."""
+def reviewed(run: Run, verdict: dict, samples: bytes | None = None) -> tuple[list[dict], list[dict], dict]:
+    """(every sample the review scored, the rows review.jsonl recorded, review.json), each file's bytes the ones
+    the verdict pins (samples.jsonl and review.json by hash, review.jsonl by review.json's hash); `samples`:
+    samples.jsonl's bytes as the point-of-use check read them (None: read here)."""
     samples = _pinned(samples if samples is not None else read_bytes(run.samples), verdict.get("samples_sha256"),
                       "inspection/samples.jsonl")
     review = json.loads(_pinned(read_bytes(run.review), verdict.get("review_sha256"), "inspection/review.json"))
     rows = _pinned(read_bytes(run.review_jsonl), review.get("review_jsonl_sha256"), "inspection/review.jsonl")
-    return _lines(samples), _lines(rows)
-
-
-def same(stored, now: float) -> bool:
-    """Whether `now` is the score the review stored as `stored` (review._json_float: None for NaN, 6 decimals)."""
-    if stored is None:
-        return math.isnan(now)
-    if isinstance(stored, bool) or not isinstance(stored, (int, float)) or math.isnan(now):
-        return False
-    return round(now, 6) == stored or math.isclose(now, stored, rel_tol=1e-9, abs_tol=1e-12)
+    return _lines(samples), _lines(rows), review
 
 
 def differences(names: list[str], scores: list[list[float]], samples: list[dict], rows: list[dict]) -> list[str]:
@@ -126,11 +127,6 @@ def differences(names: list[str], scores: list[list[float]], samples: list[dict]
     return lines
 
 
-def _shown(value) -> str:
-    return "None" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:g}" \
-        if isinstance(value, (int, float)) else str(value)
-
-
 def replay(funcs: list, specs: list, samples: list[dict], rows: list[dict]) -> tuple[list[str], list[str]]:
     """Score `samples` with `funcs` as the review did (review._score) and compare with `rows`: (the reward names,
     the differences: empty when every reviewed score is the same). ScoresChanged when a reward raises or returns
@@ -146,13 +142,15 @@ def replay(funcs: list, specs: list, samples: list[dict], rows: list[dict]) -> t
     return names, differences(names, scores, samples, rows)
 
 
-def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None = None) -> None:
+def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None = None,
+                  dataset=None) -> None:
     """The trainer's replay (the module's doc), on every rank: returns when every rank scores every reviewed sample
-    as the review did, after one line on stderr saying what it cost; else ScoresChanged (exit status 3) on every
-    rank, naming each rank and reward that scores otherwise."""
+    and every probed training row as the review did, after one line on stderr saying what it cost; else
+    ScoresChanged (exit status 3) on every rank, naming each rank and reward that scores otherwise. `dataset`: the
+    rows this process trains on, as its point-of-use check verified them (None: read here)."""
     started = time.monotonic()
     try:
-        done = _replay_here(run, rewards, funcs, verdict, samples)
+        done = _replay_here(run, rewards, funcs, verdict, samples, dataset)
         problem = None
     except ScoresChanged as exc:
         done, problem = None, exc.line
@@ -168,9 +166,11 @@ def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, sa
         _say(f"{done}{where}, {time.monotonic() - started:.2f} s")
 
 
-def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None) -> str | None:
+def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None,
+                 dataset) -> str | None:
     """This process's replay: what it compared (None: nothing to replay, said here); ScoresChanged naming what
     differs."""
+    from mcp_server.inspection.review import _score
     from mcp_server.rewards.spec import RewardSpec
 
     if verdict is None or not (verdict.get("samples_sha256") and verdict.get("review_sha256")):
@@ -178,14 +178,22 @@ def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, sam
         # check refuses before this: its samples are not the ones it signed)
         _say("the inspection verdict signs no review to replay")
         return None
-    all_samples, rows = reviewed(run, verdict, samples)
+    all_samples, rows, review = reviewed(run, verdict, samples)
     specs = [RewardSpec(name=s) if isinstance(s, str) else RewardSpec.model_validate(s) for s in rewards]
     names, differ = replay(funcs, specs, all_samples, rows)
+    started = time.monotonic()
+    try:
+        probes, row_differ = row_probes.replay_rows(run, _score, review.get(row_probes.KEY), verdict, funcs, specs,
+                                                    names, all_samples, dataset)
+    except row_probes.Unreplayable as exc:
+        _refuse(str(exc))
+    differ += row_differ
     if differ:
         _refuse("; ".join(differ) + f": {CAUSES}. Put that input back as it was, or make the reward depend only "
                 "on the completion and its row, then sample and inspect again, record a new verdict and launch again.")
     compared = "" if len(rows) == len(all_samples) else f" ({len(rows)} reviewed compared)"
-    return f"replayed the review: {len(all_samples)} samples x {len(names)} rewards{compared}, same scores"
+    probes = f"; {probes}, same scores ({time.monotonic() - started:.2f} s)" if probes else ""
+    return f"replayed the review: {len(all_samples)} samples x {len(names)} rewards{compared}, same scores{probes}"
 
 
 def _process_group():

@@ -15,7 +15,7 @@ import statistics
 from collections import Counter
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection import difficulty
+from mcp_server.inspection import difficulty, row_probes
 from mcp_server.inspection.models import (
     MIN_REVIEW_SAMPLES,
     RATE_PROMPTS,
@@ -196,6 +196,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     report(0, len(funcs), f"scoring {len(all_samples)} samples with {len(funcs)} rewards")
     all_scores = _score(funcs, specs, all_samples, report)
     check_threshold(specs, all_scores, request.success_threshold)
+    probes = row_probes.review_rows(run, _score, funcs, specs, names, all_samples, all_scores, meta, warnings, report)
     all_totals = [_total(weights, [column[i] for column in all_scores]) for i in range(len(all_samples))]
     all_success = [is_success(specs, all_scores, i, all_totals[i], request.success_threshold)
                    for i in range(len(all_samples))]
@@ -203,13 +204,11 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     shown = [position[id(s)] for s in samples]
     scores = [[column[i] for i in shown] for column in all_scores]
     totals, successes = [all_totals[i] for i in shown], [all_success[i] for i in shown]
-
     groups = _groups(samples)
     distributions = [_distribution(n_, w, scores[r], groups) for r, (n_, w) in enumerate(zip(names, weights))]
     distributions.append(_distribution("total", 1.0, totals, groups))
     golds = [gold_column(f, {k for s in samples for k in s.get("columns", {})}) for f in funcs]
     rows, likely = _sheet_rows(samples, specs, names, scores, totals, successes, request.max_suspects, golds)
-
     rate_groups = _groups(all_samples)
     solved = sum(any(all_success[i] for i in g) for g in rate_groups)
     base_rate = solved / len(rate_groups)
@@ -243,6 +242,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
         truncated=truncated,
         likely_misscored=likely,
         reward_probes=probe_rewards(funcs, specs, names, all_samples, all_scores, golds, _score_one),
+        row_probes=row_probes.summary(probes),
         success_rule=success_rule_text(specs, request.success_threshold),
         base_success_rate=base_rate,
         base_success_interval=interval,
@@ -258,7 +258,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     )
     result = difficulty.with_next_step(result)
     result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
-    _write_review(run, result, rows, meta, request.success_threshold, read.pins())
+    _write_review(run, result, rows, meta, request.success_threshold, read.pins(), probes)
     return result
 
 
@@ -382,9 +382,9 @@ def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float
 
 
 def _write_review(run: Run, result: InspectResult, rows: list[dict], meta: dict,
-                  success_threshold: float | None, reward_reads: dict) -> None:
+                  success_threshold: float | None, reward_reads: dict, probes: dict) -> None:
     """review.jsonl (the rows), review.md (the sheet a person reads) and review.json (the result the verdict and
-    the gate read)."""
+    the gate read, with the training rows' probes the trainer replays: inspection.row_probes)."""
     rows_text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
     atomic_write_text(run.inside(run.review_jsonl), rows_text)
     sheet = atomic_write_text(run.review_md, render_review(result, rows, meta, run))
@@ -393,7 +393,8 @@ def _write_review(run: Run, result: InspectResult, rows: list[dict], meta: dict,
     atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows],
                                    "success_threshold": success_threshold, "review_md_sha256": sha256_file(sheet),
                                    "review_jsonl_sha256": sha256_file(run.review_jsonl),
-                                   READS_KEY: reward_reads})  # the files the rewards read (rewards.reads)
+                                   READS_KEY: reward_reads,  # the files the rewards read (rewards.reads)
+                                   row_probes.KEY: probes})
 
 
 def _unique_names(names: list[str]) -> list[str]:

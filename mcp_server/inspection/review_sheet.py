@@ -107,6 +107,8 @@ def _summary(result: InspectResult, meta: dict) -> list[str]:
         f"- Success: {result.success_rule}",
         *([f"- Files the rewards read (pinned by the verdict): {', '.join(result.reward_files)}"]
           if result.reward_files else []),
+        *([f"- Training rows (the trainer scores them again before its first step): {result.row_probes}"]
+          if result.row_probes else []),
         f"- Base success rate (prompts with >= 1 success in {result.samples_per_prompt}): "
         f"**{result.base_success_rate:.0%}** of {result.rate_prompts} prompts (95% interval "
         f"{result.base_success_interval[0]:.0%}-{result.base_success_interval[1]:.0%}); per-sample success "

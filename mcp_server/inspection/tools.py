@@ -86,6 +86,7 @@ def human_inspection(r: InspectResult) -> str:
     ]
     for d in r.distributions:
         lines.append(f"  {d.name:<24} mean {d.mean}  std {d.std}  min {d.min}  max {d.max}  zeros {d.zero_share:.0%}")
+    lines += [f"  training rows: {r.row_probes}"] if r.row_probes else []
     lines += [f"  CHECK reward {p.reward}: {'; '.join(p.reasons)}" for p in r.reward_probes if p.flagged]
     lines += [f"  CHECK sample {s.id}: {'; '.join(s.reasons)}" for s in r.likely_misscored]
     lines += [f"  warning: {w}" for w in r.warnings]

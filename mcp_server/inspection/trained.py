@@ -47,6 +47,7 @@ import tempfile
 from pathlib import Path
 
 from mcp_server.inspection import replay, trainer_read
+from mcp_server.inspection.row_probes import DROPPED, data_updates, row_after_refilters
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
 from mcp_server.rewards.source_only import install_source_only
@@ -148,8 +149,8 @@ def _samples_not_in(dataset, verdict: dict, agentic: bool, data: bytes | None) -
         sample = json.loads(line) if line.strip() else None
         if sample is None:
             continue
-        index = _row_after_refilters(sample.get("row_index"), verdict)
-        if index is _DROPPED:  # a re-filter the verdict records dropped its row: it no longer trains
+        index = row_after_refilters(sample.get("row_index"), verdict)
+        if index is DROPPED:  # a re-filter the verdict records dropped its row: it no longer trains
             continue
         row = dataset[index] if isinstance(index, int) and 0 <= index < len(dataset) else None
         columns = {k: v for k, v in (row or {}).items() if k != "prompt"}
@@ -195,7 +196,7 @@ def _check(run: Run, spec, built: bool, dataset, column: str, script_args, train
     now = fingerprint(run, dataset, config, column, script_args, training_args, model_args)
     data, samples = _verdict_bytes(run), replay.read_bytes(run.samples)
     if built:  # the reward-code check (and its replay) that follows in this build reads none of it again
-        trainer_read.hand_on(run, trainer_read.Checked(spec, data, samples))
+        trainer_read.hand_on(run, trainer_read.Checked(spec, data, samples, dataset))
     verdict = _verdict(run, bound=True, data=data)
     if sampling_now():
         return now
@@ -343,32 +344,9 @@ def _patched(trained, verdict: dict):
         if isinstance(patch, dict):
             settings.update({k: json.loads(_canonical(v)) for k, v in patch.items() if k in settings})
     rows = {}
-    for update in _data_updates(verdict):
+    for update in data_updates(verdict):
         rows = {"rows": update.get("rows"), "rows_sha256": update.get("rows_sha256")}
     return {**trained, "settings": settings, **rows}
-
-
-_DROPPED = object()
-
-
-def _data_updates(verdict: dict) -> list[dict]:
-    updates = verdict.get("data_updates")
-    return [u for u in updates if isinstance(u, dict)] if isinstance(updates, list) else []
-
-
-def _row_after_refilters(index, verdict: dict):
-    """A sample's row index in the data that trains after the verdict's re-filters (each keeps `kept_rows`, indices
-    into the data before it); _DROPPED when one of them dropped the row."""
-    for update in _data_updates(verdict):
-        kept = update.get("kept_rows")
-        if not isinstance(kept, list):
-            return None  # a record that says no rows: the sample is no row of the data (refused)
-        if not isinstance(index, int):
-            return index
-        if index not in kept:
-            return _DROPPED
-        index = kept.index(index)
-    return index
 
 
 def _brief(value) -> str:
@@ -399,7 +377,7 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     the ones this build's point-of-use check read (inspection.trainer_read), else read here once."""
     run = Run(Path(run_dir))
     checked = trainer_read.take(run)
-    samples = checked.samples if checked is not None else None
+    samples, dataset = (checked.samples, checked.dataset) if checked is not None else (None, None)
     if checked is not None and checked.spec.rewards is not None:
         rewards, data = checked.spec.rewards, checked.verdict
     else:
@@ -429,7 +407,7 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
               file=sys.stderr, flush=True)
         raise RewardCodeChanged(3)
     funcs = reads.watch_all(funcs, watch)
-    replay.replay_review(run, rewards, funcs, verdict, samples)  # the review's scores, here and now (module doc)
+    replay.replay_review(run, rewards, funcs, verdict, samples, dataset)  # the review's scores, here and now
     return funcs, after
 
 

@@ -29,12 +29,14 @@ _PARSED: dict[int, tuple[weakref.ref, RunSpec]] = {}
 
 @dataclass(frozen=True)
 class Checked:
-    """What the point-of-use check read: the spec it judged, the verdict's bytes (None: no verdict) and
-    samples.jsonl's (None: none; the replay scores them, inspection.replay)."""
+    """What the point-of-use check read: the spec it judged, the verdict's bytes (None: no verdict),
+    samples.jsonl's (None: none; the replay scores them, inspection.replay) and the rows it verified (the replay's
+    row probes score them, inspection.row_probes)."""
 
     spec: RunSpec
     verdict: bytes | None
     samples: bytes | None = None
+    dataset: object = None
 
 
 # run directory -> what its point-of-use check read, until the reward-code check of the same build takes it.

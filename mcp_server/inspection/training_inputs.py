@@ -160,11 +160,13 @@ def missing_data(run: Run, config: dict | None = None) -> UserInputError | None:
                           "inspection verdict pins the rows it reviewed).")
 
 
-def load_training_inputs(run: Run, cache_dir: str | Path, argv: list[str] | None = None) -> dict:
+def load_training_inputs(run: Run, cache_dir: str | Path, argv: list[str] | None = None,
+                         fingerprinted: bool = True) -> dict:
     """The run's training inputs read as train/train.py reads them, in the run directory: {dataset (prompt column
     renamed 'prompt'), training_args, model_args, fingerprint}; the rows are prepared in `cache_dir` (fresh and
     empty, kept while they are used). A config made for a GPU parses here with its precision switches off (they
-    are no part of the fingerprint)."""
+    are no part of the fingerprint). `fingerprinted` False: no fingerprint (the model's files are not hashed; the
+    row probes need the rows alone, inspection.row_probes)."""
     config = run.read_config()
     if missing := missing_data(run, config):
         raise missing
@@ -182,4 +184,5 @@ def load_training_inputs(run: Run, cache_dir: str | Path, argv: list[str] | None
                                      f"{exc}") from None
         dataset = train_dataset(script_args, dataset_args, column, cache_dir)
     return {"dataset": dataset, "training_args": training_args, "model_args": model_args,
-            "fingerprint": fingerprint(run, dataset, config, column, script_args, training_args, model_args)}
+            "fingerprint": fingerprint(run, dataset, config, column, script_args, training_args, model_args)
+            if fingerprinted else None}
