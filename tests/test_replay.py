@@ -149,7 +149,7 @@ def test_the_replay_reads_the_review_the_verdict_signed(workspace, tiny_model, m
     assert "inspection/review.jsonl is not the one the inspection verdict signed" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------- real launches (round 13's B1-B3, and a run of two processes)
+#--------------------------------------------------------- real launches (round 13's B1-B3, and a run of two processes)
 TINY = {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
         "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1, "report_to": "none"}
 
