@@ -2020,6 +2020,118 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a log whose reward is null at every step (no reward function scored anything; TRL writes null for a window "
       "of NaNs, and a log without per-function rewards/ columns keeps it null) loses the key: no signal_lost error "
       "(the guard's stop for a run that learns nothing), and diagnose_run reads it as a run that logs no reward"),
+    # ------------------------------------------------------------------ m12: a twelfth blind audit (issue 48)
+    # Written from the product code and docs alone (the tests unread), 5 per area, each checked non-equivalent by a
+    # reproducer on the original and the mutant (/tmp/m12, base 0422123); judged by hand with each area's files:
+    # 17/20 caught (gate 4/5, sandbox 4/5, runs 5/5, diagnosis 4/5). Survivors: gate-hidden-model-file-unpinned,
+    # sandbox-first-fenced-block, diagnosis-flat-also-falling; killed since by tables (kill12: every form of a file
+    # in a pinned tree in tests/test_gate_table.py, the fenced-block table in tests/test_rewards.py run through the
+    # reward in tests/test_sandbox.py, the reward-trend table in tests/test_diagnosis_input_tables.py), each applied
+    # by hand and seen to fail. m12-gate-samples-columns-unchecked is m11-gate-samples-columns-unchecked again (the
+    # same line and change, chosen blind twice): kept, as the audit's own count.
+    M("m12-gate-pass-tie-allowed", "gate", "mcp_server/inspection/gate.py",
+      "    if disagree and disagree >= agree:\n",
+      "    if disagree and disagree > agree:\n",
+      "a pass whose per-sample verdicts disagree with exactly half the scores (48 of 96) is recorded: the gate "
+      "opens on a reward the reviewer found wrong as often as right, where it refused ('a pass that disagrees with "
+      "48 of the 96 scores is a fail')"),
+    M("m12-gate-hidden-model-file-unpinned", "gate", "mcp_server/inspection/pins.py",
+      '    return sorted(p for p in path.rglob("*") if p.is_file())\n',
+      '    return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))\n',
+      "a hidden file added to (or changed in) the model folder after the verdict (warm-start/.hidden_config.json) "
+      "leaves the gate open: the model pin skips names starting with '.', where the gate closed ('the model "
+      "changed')"),
+    M("m12-gate-review-jsonl-unchecked", "gate", "mcp_server/inspection/gate.py",
+      '    for path, key in ((run.review_md, "review_md_sha256"), (run.review_jsonl, "review_jsonl_sha256")):\n',
+      '    for path, key in ((run.review_md, "review_md_sha256"),):\n',
+      "review.jsonl edited after the review (a line appended) still backs the verdict: the gate opens, where it "
+      "closed ('review.jsonl is not the sheet inspect_rewards wrote')"),
+    M("m12-gate-samples-columns-unchecked", "gate", "mcp_server/inspection/trained.py",
+      '        if row is None or prompt_differs or _canonical(columns) != _canonical(sample.get("columns")):\n',
+      "        if row is None or prompt_differs:\n",
+      "the trainer's check of the reviewed samples against the rows that train passes samples whose other columns "
+      "(the answer graded against) are not the training rows' (the same line and change as "
+      "m11-gate-samples-columns-unchecked: the m12 audit, written blind, chose it again)"),
+    M("m12-gate-sampling-settings-unpinned", "gate", "mcp_server/inspection/pins.py",
+      '        "sampling": {k: config.get(k) for k in SAMPLING_KEYS},\n',
+      "",
+      "a sampling setting changed in train/config.yaml after the verdict (temperature: 1.5) leaves the gate open, "
+      "where it closed ('the sampling settings in train/config.yaml changed')"),
+    M("m12-sandbox-fsize-kib", "sandbox", "mcp_server/rewards/sandbox.py",
+      '            "cpu": max(1, int(limits.timeout_s + 0.999)), "fsize": limits.max_file_mb * 1024 * 1024,\n',
+      '            "cpu": max(1, int(limits.timeout_s + 0.999)), "fsize": limits.max_file_mb * 1024,\n',
+      "the solution's file-size limit is max_file_mb KiB, not MiB: a solution writing a 1 MB file fails ('File too "
+      "large') and scores 0 where it passed"),
+    M("m12-sandbox-no-tests-ran-passes", "sandbox", "mcp_server/rewards/harness.py",
+      "    if not count and not hits:\n",
+      "    if False:\n",
+      "tests that define no test and run no assert ('x = f()') score 1.0 where they failed ('no tests ran')"),
+    M("m12-sandbox-generator-test-ran", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "NEVER_RAN = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)\n",
+      "NEVER_RAN = (types.CoroutineType, types.AsyncGeneratorType)\n",
+      "a test written as a generator (its body never runs: def test_f(): yield; assert ...) passes, where it "
+      "failed ('an async def or a generator')"),
+    M("m12-sandbox-shares-net", "sandbox", "mcp_server/rewards/sandbox_command.py",
+      '        "--unshare-all",\n',
+      '        "--unshare-all",\n        "--share-net",\n',
+      "the sandbox shares the host's network: a solution reaches a server listening on the host's 127.0.0.1"),
+    M("m12-sandbox-first-fenced-block", "sandbox", "mcp_server/rewards/code.py",
+      "    return blocks[-1] if blocks else text\n",
+      "    return blocks[0] if blocks else text\n",
+      "a completion with a wrong ```python block and then its fixed one scores the first (0.0), where the docs "
+      "score the last ```python block (1.0)"),
+    M("m12-runs-speed-first-steps", "runs", "mcp_server/training/status.py",
+      '    times = sorted(t for t in (_seconds(l.get("step_time")) for l in lines[-STEP_TIMES:]) if t and t > 0)\n',
+      '    times = sorted(t for t in (_seconds(l.get("step_time")) for l in lines[:STEP_TIMES]) if t and t > 0)\n',
+      "training-status's speed and ETA come from the run's first STEP_TIMES step times, not its latest: a run "
+      "whose first steps were slow reads 10x slower than it is"),
+    M("m12-runs-final-step-short", "runs", "mcp_server/training/runrecord.py",
+      "    if isinstance(planned, int) and (not isinstance(step, int) or step < planned):\n",
+      "    if isinstance(planned, int) and (not isinstance(step, int) or step <= planned):\n",
+      "a run that reached its planned last step reads as failed: 'the final save is at step 4, short of the 4 "
+      "steps' (training-status on the finished demo run)"),
+    M("m12-runs-log-tail-head", "runs", "mcp_server/training/runstate.py",
+      "    return [line for line in out if line.strip()][-lines:]\n",
+      "    return [line for line in out if line.strip()][:lines]\n",
+      "training-status --log-lines N shows the log's first N lines (the launch banner), not its last"),
+    M("m12-runs-link-listed-twice", "runs", "mcp_server/training/status.py",
+      "        if real in seen:\n"
+      '            notes.append(f"{escaped_name(run.name)} not listed: a link to {seen[real]}, listed as itself")\n'
+      "            continue\n",
+      "",
+      "a link in runs/ to another run (runs/alias) is listed as a run of its own beside the run, where list-runs "
+      "noted it and listed the run once"),
+    M("m12-runs-checkpoint-sha-unchecked", "runs", "mcp_server/training/trainer/digest.py",
+      '        elif contents and sha256_file(path) != saved["sha256"]:\n',
+      '        elif False and contents and sha256_file(path) != saved["sha256"]:\n',
+      "a checkpoint's weights swapped for others of the same size (one byte flipped) load and evaluate: "
+      "promote-checkpoint no longer refuses 'model.safetensors is not the file saved'"),
+    M("m12-diagnosis-export-train-prefix-kept", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '    return key[len("train/"):] if key.startswith("train/") else key\n',
+      "    return key\n",
+      "a W&B export (train/reward, train/frac_reward_zero_std = 0.96 ...) reads no metric diagnosis knows: "
+      "'healthy: no problems in 30 logged steps' where it was no_reward_signal (an error)"),
+    M("m12-diagnosis-no-signal-either-share", "diagnosis", "mcp_server/diagnosis/signal.py",
+      "    if share < ZERO_STD_ERROR and late < ZERO_STD_WARN:\n",
+      "    if share < ZERO_STD_ERROR or late < ZERO_STD_WARN:\n",
+      "a run whose zero-spread share rises to 0.95 in its second half (0.55 then 0.95) reads healthy where it got "
+      "no_reward_signal (a warning)"),
+    M("m12-diagnosis-flat-also-falling", "diagnosis", "mcp_server/diagnosis/signal.py",
+      "    if change >= 2 * noise or change >= spread or change <= -2 * noise:\n",
+      "    if change >= 2 * noise or change >= spread:\n",
+      "a falling reward (0.87 -> 0.30 over 30 steps) is reported reward_falling and also reward_flat, with the "
+      "flat finding's patch doubling the learning rate"),
+    M("m12-diagnosis-log-dict-at-column-zero", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '        if start < 0 or not line.rstrip().endswith("}"):\n',
+      '        if start <= 0 or not line.rstrip().endswith("}"):\n',
+      "a stdout log whose printed metric dicts start at the line's first column (as a Trainer prints them) reads "
+      "no step: 'no problems found in the log (no metrics were logged)'"),
+    M("m12-diagnosis-too-early-healthy", "diagnosis", "mcp_server/diagnosis/diagnose.py",
+      "    elif run.rows and ctx.too_early:  # a rule with too few points is not a clean bill (issue 49)\n",
+      "    elif False and run.rows and ctx.too_early:  # a rule with too few points is not a clean bill (issue 49)\n",
+      "a run of 3 logged steps with 40% of completions clipped reads 'healthy: no problems in 3 logged steps' "
+      "where it was 'too early to judge'"),
+
 )
 
 

@@ -1,8 +1,10 @@
 """What diagnosis reads, as tables generated from the comparisons it reads through (issue 48, the m11 audit's
-diagnosis survivors): a step logged twice in a row, the grad-norm spike's running level, a metric logged null.
+diagnosis survivors; the m12 audit's): a step logged twice in a row, the grad-norm spike's running level, a metric
+logged null, a non-finite metric in a Trainer's printed stdout, the reward's trend.
 
 Each table's rows come from the rule's own declaration (values.METRIC_NAMES and METRIC_PREFIXES: the metrics
-diagnosis reads; context.SPIKE_FACTOR and SPIKE_FLOOR: the spike's thresholds), each row asserting what the
+diagnosis reads; context.SPIKE_FACTOR and SPIKE_FLOOR: the spike's thresholds; metrics.PRINTED_NONFINITE: how a
+printed dict shows a non-finite float; context.FLAT_MIN_POINTS: the flat rule's minimum), each row asserting what the
 reader or the rule must give; inputs are constructed (a run's signed progress log, an export), nothing trains.
 """
 
@@ -15,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcp_server.diagnosis.context import SPIKE_FACTOR, SPIKE_FLOOR, Ctx
+from mcp_server.diagnosis.context import FLAT_MIN_POINTS, SPIKE_FACTOR, SPIKE_FLOOR, Ctx
 from mcp_server.diagnosis.diagnose import diagnose_run
-from mcp_server.diagnosis.metrics import LoadedRun, load_run, normalize_row
+from mcp_server.diagnosis.metrics import PRINTED_NONFINITE, LoadedRun, load_run, normalize_row
 from mcp_server.diagnosis.models import DiagnoseRequest
 from mcp_server.diagnosis.values import METRIC_NAMES, METRIC_PREFIXES
 from support import write_signed_lines
@@ -179,3 +181,100 @@ def test_a_metric_logged_null_nan_inf_or_not_at_all_reads_as_logged(tmp_path, wo
     found = {f.code: f.severity for f in diagnosed.findings}
     lost = name == "reward" and form != "missing"
     assert (found.get("signal_lost") == "error") == lost, found
+
+
+# ---------------------------------------------------------------- a non-finite metric in a Trainer's printed stdout
+# m12 audit: a run known only by its stdout is read from the dicts the Trainer prints (metrics.rows_from_log).
+# transformers 5's PrinterCallback/ProgressCallback print each float formatted (f"{v:.4g}": 'nan', quoted);
+# transformers 4's, and a callback that does print(logs), print str(logs): a NaN bare, `nan`, which
+# ast.literal_eval refuses, so exactly the NaN steps were dropped ("healthy: no problems in 5 logged steps").
+# Each metric a rule judges non-finite -> the finding that must follow; steps 1-5 finite, 6-30 non-finite.
+NONFINITE_FINDS = {"loss": "nan_loss", "grad_norm": "nan_loss", "kl": "kl_explosion", "reward": "signal_lost",
+                   "rewards/format_reward/mean": "reward_returns_none"}
+PRINTED_FORMS = {"nan": NAN, "inf": INF, "-inf": -INF}
+
+
+def installed_printer(logs: dict) -> str:
+    """What the installed transformers' PrinterCallback prints for `logs` (its on_log, stdout captured)."""
+    import contextlib
+    import io
+
+    from transformers.trainer_callback import PrinterCallback, TrainerState
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        PrinterCallback().on_log(None, TrainerState(), None, logs=dict(logs))
+    return out.getvalue()
+
+
+PRINTERS = {"str(logs) (transformers 4, print(logs))": lambda logs: str(logs) + "\n",
+            "the installed transformers' PrinterCallback": installed_printer}
+
+
+def printed_run(root: Path, printer: str, name: str | None, value: float) -> Path:
+    """A folder (no run of this project) whose train/logs/stdout.log holds 30 printed logs, `name` = `value` from
+    step 6 on (None: every step healthy)."""
+    run = root / "elsewhere"
+    (run / "train" / "logs").mkdir(parents=True)
+    lines = []
+    for step in range(1, 31):
+        logs = {k: v for k, v in base(step).items() if k != "step"}
+        if name is not None and step > 5:
+            logs[name] = value
+        lines.append(PRINTERS[printer]({**logs, "epoch": step / 30}))
+    (run / "train" / "logs" / "stdout.log").write_text("".join(lines))
+    return run
+
+
+def test_every_printed_non_finite_form_has_rows():
+    assert {str(v) for v in PRINTED_FORMS.values()} == {str(sign * v) for v in PRINTED_NONFINITE.values()
+                                                        for sign in (1, -1)}, PRINTED_FORMS
+
+
+@pytest.mark.parametrize("form", list(PRINTED_FORMS))
+@pytest.mark.parametrize("name", list(NONFINITE_FINDS))
+@pytest.mark.parametrize("printer", list(PRINTERS))
+def test_a_non_finite_metric_in_a_printed_stdout_log_is_read_and_found(tmp_path, workspace, printer, name, form):
+    run = printed_run(tmp_path, printer, name, PRINTED_FORMS[form])
+    assert f"'{name}': " in (run / "train" / "logs" / "stdout.log").read_text().splitlines()[-1]
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    assert (d.steps_logged, d.last_step) == (30, 30), (d.steps_logged, d.last_step, d.summary)
+    found = {f.code: f.severity for f in d.findings}
+    assert found.get(NONFINITE_FINDS[name]) == "error", found
+
+
+@pytest.mark.parametrize("printer", list(PRINTERS))
+def test_a_healthy_printed_stdout_log_has_none_of_the_non_finite_findings(tmp_path, workspace, printer):
+    d = diagnose_run(DiagnoseRequest(source=str(printed_run(tmp_path, printer, None, 0.0)), validate_patches=False))
+    assert (d.steps_logged, d.last_step) == (30, 30), d.summary
+    assert not {f.code for f in d.findings} & set(NONFINITE_FINDS.values()), d.findings
+
+
+# ---------------------------------------------------------------- the reward's trend x the findings that follow
+# m12-diagnosis-flat-also-falling: rule_flat calls a reward flat when its fitted change is under two standard errors
+# (and under the batch's reward std), up or down; a significant fall is reward_falling's (when it is sizeable) and
+# never flat (its advice, doubling the learning rate, is wrong for a falling reward). Reward std 0.3 throughout;
+# a deterministic wiggle of +-0.01 (steady) or +-0.25 (noisy) around each trend, t running 0 -> 1 over the run.
+TRENDS = {  # name -> (reward at t, step i; flat from FLAT_MIN_POINTS logs; falling)
+    "rising": (lambda t, i: 0.2 + 0.6 * t + 0.01 * (-1) ** i, False, False),
+    "flat": (lambda t, i: 0.5 + 0.01 * (-1) ** i, True, False),
+    "falling": (lambda t, i: 0.8 - 0.5 * t + 0.01 * (-1) ** i, False, True),
+    # significant, but under half the batch's spread: too small for reward_falling, too steep to be flat
+    "falling-slowly": (lambda t, i: 0.5 - 0.1 * t + 0.01 * (-1) ** i, False, False),
+    "noisy": (lambda t, i: 0.5 + 0.25 * (-1) ** i, True, False),
+    "noisy-rising": (lambda t, i: 0.3 + 0.4 * t + 0.25 * (-1) ** i, False, False),
+    "noisy-falling": (lambda t, i: 0.9 - 0.8 * t + 0.25 * (-1) ** i, False, True),
+}
+TREND_LENGTHS = (FLAT_MIN_POINTS - 1, FLAT_MIN_POINTS, 30)
+
+
+@pytest.mark.parametrize("n", TREND_LENGTHS)
+@pytest.mark.parametrize("trend", list(TRENDS))
+def test_the_rewards_trend_gives_the_findings_it_must_and_none_it_must_not(tmp_path, workspace, trend, n):
+    reward, flat, falling = TRENDS[trend]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({**base(s, functions=False), "reward": reward((s - 1) / (n - 1), s)}) + "\n"
+                            for s in range(1, n + 1)))
+    found = {f.code for f in diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False)).findings}
+    want = {"reward_flat": flat and n >= FLAT_MIN_POINTS, "reward_falling": falling}
+    assert {code: code in found for code in want} == want, (trend, n, found)

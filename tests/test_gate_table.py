@@ -44,15 +44,54 @@ def _jsonl(path: Path, rows=ROWS, tag: str = "") -> Path:
     return path
 
 
+# Every form a file takes in a pinned tree (a model folder, a data directory, train/): the pin lists the tree, so
+# each must be seen changed (m12-gate-hidden-file: a filter on hidden names passed, the rows had a hidden folder
+# only). Derived from what the name and place of a file can be (test_every_file_form_in_a_tree_has_a_row).
+TREE_FILES = {"a top-level file": "config.json", "a nested file": "sub/model.safetensors",
+              "a file in a hidden folder": ".hidden/model.safetensors", "a hidden file": ".hidden_config.json",
+              "a hidden file nested": "sub/.hidden.json", "an empty file": "empty.json",
+              "a link to a file outside the tree": "linked.safetensors"}
+
+
+def _tree_files(folder: Path, text: str = "") -> Path:
+    """TREE_FILES written under `folder` (the empty one empty, the link to a file beside `folder`)."""
+    for form, name in TREE_FILES.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if form == "a link to a file outside the tree":
+            target = folder.parent / f"{folder.name}-outside" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(f"{text}linked {name}\n")
+            path.symlink_to(target)
+        elif not path.exists():
+            path.write_text("" if form == "an empty file" else f"{text}{name}\n")
+    return folder
+
+
 def _model(folder: Path) -> Path:
     """A model folder as save_pretrained leaves it, with a subfolder and a hidden folder from_pretrained can be
-    pointed at (model_init_kwargs' subfolder)."""
+    pointed at (model_init_kwargs' subfolder), and every other form of a file in a tree (TREE_FILES)."""
     for name, text in {"config.json": '{"model_type": "llama"}', "model.safetensors": "weights",
                        "tokenizer.json": "{}", "sub/config.json": '{"model_type": "llama"}',
                        "sub/model.safetensors": "other weights", ".hidden/model.safetensors": "hidden weights"}.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
-    return folder
+    return _tree_files(folder)
+
+
+def test_every_file_form_in_a_tree_has_a_row(tmp_path):
+    """Each property a file in a tree can have (a hidden name, under a hidden folder, nested, empty, a link) and
+    none of them are a form of TREE_FILES."""
+    folder = _tree_files(tmp_path / "tree")
+    seen = set()
+    for name in TREE_FILES.values():
+        path, parts = folder / name, Path(name).parts
+        seen |= {p for p, has in {"hidden name": parts[-1].startswith("."), "nested": len(parts) > 1,
+                                  "under a hidden folder": any(p.startswith(".") for p in parts[:-1]),
+                                  "empty": path.stat().st_size == 0, "a link": path.is_symlink(),
+                                  "plain": len(parts) == 1 and not name.startswith(".") and not path.is_symlink()
+                                  and path.stat().st_size > 0}.items() if has}
+    assert seen == {"hidden name", "nested", "under a hidden folder", "empty", "a link", "plain"}, seen
 
 
 def _run(tmp_path: Path, config: dict) -> Run:
@@ -244,7 +283,7 @@ def test_every_datasets_entry_key_is_pinned(tmp_path):
 
 
 # ---------------------------------------------------------------- the model: every form x file x change
-MODEL_FILES = ("config.json", "model.safetensors", "sub/model.safetensors", ".hidden/model.safetensors")
+MODEL_FILES = ("model.safetensors", *TREE_FILES.values())
 
 
 def _fake_hub_cache(cache: Path, repo: str, model: Path, commit: str = "a" * 40) -> Path:
@@ -506,15 +545,19 @@ def test_a_from_pretrained_argument_that_chooses_the_files_is_pinned(tmp_path, m
 def _sidecars(run: Run) -> dict[str, Path]:
     """part -> a file of it that a change hits."""
     files = {"script": run.script, "train_files": run.train / "helper.py", "samples_meta": run.samples_meta,
-             "train_files/dynamic_sampling": run.dynamic_sampling, "train_files/a package": run.train / "pkg" / "m.py"}
+             "train_files/dynamic_sampling": run.dynamic_sampling, "train_files/a package": run.train / "pkg" / "m.py",
+             **{f"train_files/{form}": run.train / name for form, name in TREE_FILES.items()
+                if "hidden" in form or "empty" in form}}
     for path in files.values():
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
-            path.write_text('{"trained": {"rows": 4}}\n' if path.suffix == ".json" else "x = 1\n")
+            empty = path == run.train / TREE_FILES["an empty file"]
+            path.write_text("" if empty else '{"trained": {"rows": 4}}\n' if path.suffix == ".json" else "x = 1\n")
     return files
 
 
-SIDECARS = ("script", "train_files", "samples_meta", "train_files/dynamic_sampling", "train_files/a package")
+SIDECARS = ("script", "train_files", "samples_meta", "train_files/dynamic_sampling", "train_files/a package",
+            *(f"train_files/{form}" for form in TREE_FILES if "hidden" in form or "empty" in form))
 
 
 @pytest.mark.parametrize("how", CHANGES)
@@ -708,7 +751,7 @@ def test_table_size(capsys):
             "model forms x files x changes (gate and trainer)": len(MODEL_FORMS) * len(MODEL_FILES) * len(CHANGES),
             "sidecars x changes": len(SIDECARS) * len(CHANGES),
             "training interpreter x changes": len(PYTHON_CHANGES), "review files x changes": len(REVIEW_FILES) * 5,
-            "data directories x hidden file changes": 3 * len(DIRECTORY_FORMS),
+            "data directories x hidden files x changes": 3 * len(DIRECTORY_FORMS) * len(HIDDEN_FILES),
             "parts absent at the verdict x appearing": len(APPEARS), "verdict record shapes": len(_verdict_shapes()),
             "output_dir forms x (validation, launch gate, trainer)": 3 * len(FORMS_OF_OUTPUT)}
     assert all(size.values())
@@ -894,11 +937,15 @@ def test_sampling_loads_the_files_the_trainer_loads(workspace, tiny_model, capsy
 DIRECTORY_FORMS = [f for f in DATA_FORMS if "directory" in f or "relative name" in f]
 
 
+HIDDEN_FILES = [name for form, name in TREE_FILES.items() if "hidden" in form]
+
+
+@pytest.mark.parametrize("file", HIDDEN_FILES)
 @pytest.mark.parametrize("how", ["added", "edited", "removed"])
 @pytest.mark.parametrize("form", DIRECTORY_FORMS)
-def test_a_hidden_file_in_a_data_directory_changed_is_named(tmp_path, form, how):
+def test_a_hidden_file_in_a_data_directory_changed_is_named(tmp_path, form, how, file):
     fields, target = _data_forms(tmp_path)[form]
-    hidden = target.parent / ".hidden" / "rows.jsonl"
+    hidden = target.parent / file
     if how != "added":
         _jsonl(hidden, tag=" (hidden)")
     run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model")), **fields})

@@ -519,3 +519,39 @@ def test_format_refuses_a_repeated_opening_tag():
     right = "<reasoning>r</reasoning><answer>2</answer>"
     hedged = right + " <answer>3"  # a second answer opened: not the format
     assert score({"name": "format_reward", "params": {"strict": False}}, [right, hedged]) == [1.0, 0.0]
+
+
+# ---------------------------------------------------------------- which fenced block code_execution_reward scores
+# m12-sandbox-first-block: the docs (references/reward-functions.md) score "the code_tag block, else the last
+# ```python block, else the whole text". Rows: every number (0-3) and order of fenced blocks, each tagged with one
+# of code.PYTHON_TAGS (and a case of one) or a language that is not Python; the block that must be scored holds
+# the right solution, every other block a wrong one. tests/test_sandbox.py runs the same rows through the reward.
+def fenced_rows() -> list[tuple[str, str | None]]:
+    """(completion, the code that must be scored: None for the whole text), for every tag sequence."""
+    import itertools
+
+    from mcp_server.rewards.code import PYTHON_TAGS
+
+    tags = (*PYTHON_TAGS, "Python3", "js")
+    rows = []
+    for n in range(4):
+        for sequence in itertools.product(tags, repeat=n):
+            python = [i for i, tag in enumerate(sequence) if tag.lower() in PYTHON_TAGS]
+            scored = python[-1] if python else None
+            blocks = [f"```{tag}\n{RIGHT_CODE if i == scored else WRONG_CODE}```\n" for i, tag in enumerate(sequence)]
+            text = "Here is my answer:\n" + "Or, better:\n".join(blocks) if blocks else RIGHT_CODE
+            rows.append((text, RIGHT_CODE if python else None))
+    return rows
+
+
+RIGHT_CODE = "def add(a, b):\n    return a + b\n"
+WRONG_CODE = "def add(a, b):\n    return a * b\n"
+FENCED_ROWS = fenced_rows()
+
+
+@pytest.mark.parametrize("text,scored", FENCED_ROWS, ids=[f"row{i}" for i in range(len(FENCED_ROWS))])
+def test_the_last_fenced_python_block_is_the_code_scored(text, scored):
+    from mcp_server.rewards.code import extract_code
+
+    assert extract_code(text) == (text if scored is None else scored), text
+    assert extract_code(text + "<code>x = 1</code>", code_tag="code") == "x = 1"  # a tag set: its block, fences or not

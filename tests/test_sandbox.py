@@ -287,6 +287,19 @@ def test_code_execution_reward_in_both_formats(conversational):
 
 
 @needs_bwrap
+def test_the_reward_scores_the_last_fenced_python_block():
+    """test_rewards.py's table of fenced blocks (FENCED_ROWS, up to two blocks) through the reward itself: 1.0 only
+    where the right solution is the block the docs say is scored (the last ```python one; no fence: the text)."""
+    from test_rewards import FENCED_ROWS, RIGHT_CODE
+
+    rows = [(text, scored) for text, scored in FENCED_ROWS if text.count("```") <= 4]
+    (reward,) = build_reward_funcs([{"name": "code_execution_reward", "params": {"timeout_s": 6}}])
+    got = reward([text for text, _ in rows], tests=[GOOD[1]] * len(rows))
+    want = [1.0 if scored == RIGHT_CODE or text == RIGHT_CODE else 0.0 for text, scored in rows]
+    assert got == want, [text for (text, _), g, w in zip(rows, got, want) if g != w]
+
+
+@needs_bwrap
 def test_code_tag_and_params():
     (reward,) = build_reward_funcs(
         [{"name": "code_execution_reward", "params": {"code_tag": "code", "tests_column": "checks", "timeout_s": 6}}]

@@ -307,18 +307,35 @@ def load_metrics(path: Path, allow_empty: bool = False) -> tuple[str, list[dict]
     return kind, rows, lines, unread
 
 
-def rows_from_log(text: str) -> list[dict]:
-    """The metric dicts a transformers Trainer prints on every log ("{'loss': '0.01', 'reward': ...}"), for a
-    run known only by its stdout. Steps are the order of the printed entries (the log does not say the step)."""
+# How a printed dict shows a non-finite float: str(dict) writes it bare (nan, inf, -inf: transformers 4's
+# ProgressCallback and PrinterCallback print the logs as they are); transformers 5 formats each float first
+# (f"{v:.4g}": 'nan', 'inf', '-inf', quoted), which reads as a string and to_number reads alike.
+PRINTED_NONFINITE = {"nan": math.nan, "inf": math.inf}
+
+
+def _printed_dict(text: str):
+    """The dict `text` prints (a Python literal), its bare nan/inf names read as the floats they print."""
     import ast
 
+    class Nonfinite(ast.NodeTransformer):
+        def visit_Name(self, node):
+            value = PRINTED_NONFINITE.get(node.id)
+            return node if value is None else ast.copy_location(ast.Constant(value), node)
+
+    return ast.literal_eval(Nonfinite().visit(ast.parse(text, mode="eval")))
+
+
+def rows_from_log(text: str) -> list[dict]:
+    """The metric dicts a transformers Trainer prints on every log ("{'loss': '0.01', 'reward': ...}", or with
+    bare floats and a NaN as `nan`: PRINTED_NONFINITE), for a run known only by its stdout. Steps are the order
+    of the printed entries (the log does not say the step)."""
     records = []
     for line in text.splitlines():
         start = line.find("{'")
         if start < 0 or not line.rstrip().endswith("}"):
             continue
         try:
-            record = ast.literal_eval(line[start:].strip())
+            record = _printed_dict(line[start:].strip())
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             continue
         if isinstance(record, dict) and any(k in record for k in ("loss", "reward", "grad_norm", "learning_rate")):

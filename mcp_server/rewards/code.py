@@ -15,15 +15,18 @@ from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.sandbox import Limits, run_many
 from mcp_server.rewards.text import column, completion_texts, single_tag
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", flags=re.DOTALL | re.IGNORECASE)
+# Every fenced block, its tag and body, paired opening to closing (a closing fence is never read as an opening one:
+# the prose after a ```js block is no code); the Python ones are those tagged python, python3, py or not at all.
+_FENCE = re.compile(r"```[ \t]*([^\s`]*)[ \t]*\n(.*?)```", flags=re.DOTALL)
+PYTHON_TAGS = ("", "python", "python3", "py")
 
 
 def extract_code(text: str, code_tag: str | None = None) -> str:
-    """The code in a completion: the `<code_tag>` block when a tag is set, else the last fenced block
-    (```python ... ```), else the whole text."""
+    """The code in a completion: the `<code_tag>` block when a tag is set, else the last fenced Python block
+    (```python ... ```, PYTHON_TAGS), else the whole text."""
     if code_tag:
         return single_tag(text, code_tag) or ""
-    blocks = _FENCE.findall(text)
+    blocks = [body for tag, body in _FENCE.findall(text) if tag.lower() in PYTHON_TAGS]
     return blocks[-1] if blocks else text
 
 
