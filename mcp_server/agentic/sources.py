@@ -71,6 +71,9 @@ def agentic_pin(run: Run, agentic: dict | None = None, config: dict | None = Non
         for text in filter(None, [record.environment, *record.tools]):
             module, _ = split_path(text, "environment")
             for name, _source in local_sources(module):
+                if " " in name:  # "<module> (as it ran)": other bytes ran than its file holds (round 15 G4)
+                    pin[f"ran {name}"] = _source.decode()
+                    continue
                 path = _origin(name)
                 if path is None:
                     continue

@@ -20,7 +20,7 @@ from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.args_file import args_file_problem
 from mcp_server.inspection.files import read_run_rewards, run_reward_imports
-from mcp_server.inspection.changed import reward_change_detail
+from mcp_server.inspection.changed import REWARD_SHAS, copy_shas, reward_change_detail
 from mcp_server.inspection.launched import refuse_if_launched, way_on_for
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
@@ -223,6 +223,7 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     record[TRAINING_PATHS] = interpreter_paths(pins.get("training_python"))
     # what the trainer imports (inspection.trained), and the list of it the trainer checks before it imports
     record[REWARD_FILES] = keep_reviewed_code(run, result["rewards"])
+    record[REWARD_SHAS] = copy_shas(run, record[REWARD_FILES])  # each file by its bytes (the trainer names it)
     path = atomic_write_json(run.inside(run.verdict), record)
     return VerdictResult(
         run_dir=str(run.dir), verdict_path=str(path), verdict=request.verdict, reviewer=request.reviewer,

@@ -421,10 +421,11 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
               "not started by launch_training): its scores were not reviewed", file=sys.stderr, flush=True)
         return funcs, after
     if not before == after == expected:
+        from mcp_server.inspection.changed import copy_changes  # by file (issue 48, round 15)
         print(f"llm-finetuning: refusing to train: the reward code ({after[:12]}) is not the code the inspection "
-              f"verdict reviewed ({expected[:12]}); a reward, its parameters or a module it imports changed since. "
-              "Put it back, or sample and inspect again and record a new verdict, then launch again.",
-              file=sys.stderr, flush=True)
+              f"verdict reviewed ({expected[:12]}); a reward, its parameters or a module it imports changed since;"
+              f"{''.join(f' {line};' for line in copy_changes(run, verdict))} Put it back, or sample and inspect "
+              "again and record a new verdict, then launch again.", file=sys.stderr, flush=True)
         raise RewardCodeChanged(3)
     funcs = reads.watch_all(funcs, watch)
     replay.replay_review(run, rewards, funcs, verdict, samples)  # the review's scores, here and now (module doc)

@@ -3,11 +3,15 @@ their own imports. "Local" means not part of the interpreter's installation (std
 beside the reward, a package in the project. Those can change a score without a line of the reward module
 changing, so the inspection gate's reward hash covers them (rewards.registry.reward_code_sha256). Followed: import
 statements, import_module/__import__ calls with a literal name, and what importing the module actually loaded
-(IMPORTED, recorded by rewards.dotted; its module globals), so a name computed at import time is followed too."""
+(IMPORTED, recorded by rewards.dotted; its module globals), so a name computed at import time is followed too.
+A module is hashed whatever its file is (issue 48, round 15 G1: a C extension helper, fastk.so, rebuilt after the
+verdict): its bytes, and, where this process ran other bytes from that file than it holds now (source_only.EXECUTED:
+a module that rewrote its own file at import, round 15 G4), the bytes that ran too (MOVED names the file)."""
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.machinery
 import importlib.util
 import os
@@ -17,6 +21,7 @@ import sysconfig
 from pathlib import Path
 
 from mcp_server.interpreter import user_code_allowed
+from mcp_server.rewards.source_only import executed
 
 
 def installed_roots() -> list[Path]:
@@ -104,7 +109,13 @@ def _origin(name: str) -> Path | None:
     except (ImportError, ValueError, AttributeError):  # not a module (an attribute), or a broken parent
         return None
     origin = getattr(spec, "origin", None) if spec else None
-    return Path(origin).resolve() if origin and origin.endswith(".py") else None
+    if not isinstance(origin, str) or not getattr(spec, "has_location", False) or not os.path.isfile(origin):
+        return None  # built-in, frozen, a namespace package
+    return Path(origin).resolve()
+
+
+# Files whose bytes that ran in this process are not the bytes they hold now (local_sources found them)
+MOVED: dict[str, str] = {}
 
 
 def local_sources(module_name: str) -> list[tuple[str, bytes]]:
@@ -121,10 +132,17 @@ def local_sources(module_name: str) -> list[tuple[str, bytes]]:
             continue
         source = path.read_bytes()
         found[name] = source
-        is_package = path.name == "__init__.py"
+        ran = executed(path)
+        if ran is not None and ran != hashlib.sha256(source).hexdigest():
+            found[f"{name} (as it ran)"] = ran.encode()  # never the hash of what the file holds now
+            MOVED[str(path)] = f"{path}: the bytes this process ran (sha256 {ran[:12]}) are not what it holds now"
+        is_package = path.name.startswith("__init__.")
+        if path.suffix != ".py":  # an extension module: its bytes are hashed, its imports are what loaded
+            stack += [*IMPORTED.get(name, ())]
+            continue
         try:
             tree = ast.parse(source)
-        except SyntaxError:
+        except (SyntaxError, ValueError):
             continue
         stack += _imported_names(tree, name if is_package else name.rpartition(".")[0])
         if name.split(".")[0] != "mcp_server":  # this package's globals grow as it imports lazily: the walk of
@@ -147,13 +165,14 @@ def local_files(module_name: str) -> dict[str, bytes]:
     This package's own modules are left out: the trainer imports them as installed."""
     files: dict[str, bytes] = {}
     for name, source in local_sources(module_name):
-        if name.split(".")[0] in ("mcp_server", "__main__"):
+        if name.split(".")[0] in ("mcp_server", "__main__") or " " in name:  # " (as it ran)": no file
             continue
         parts = name.split(".")
         for depth in range(1, len(parts) + 1):
             path = _origin(".".join(parts[:depth]))
             if path is None:  # a namespace package: its directory is enough
                 continue
-            relative = "/".join(parts[:depth]) + ("/__init__.py" if path.name == "__init__.py" else ".py")
+            package = path.name.startswith("__init__.")
+            relative = "/".join([*parts[:depth - 1], *([parts[depth - 1], path.name] if package else [path.name])])
             files[relative] = source if depth == len(parts) else path.read_bytes()
     return files
