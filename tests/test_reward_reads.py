@@ -451,3 +451,65 @@ def test_a_module_that_writes_the_reviewed_bytes_back_over_itself_is_refused_by_
     code, scores, err = _trainer(run_dir, capsys)
     assert code == 3 and scores is None and str(copy) in err, (code, scores, err)
     assert copy.read_text() == reviewed  # it did write itself back: its file alone says nothing
+
+
+SO_GRADER = '''import {helper}
+
+
+def g(completions, **kwargs):
+    return [{helper}.val() for _ in completions]
+'''
+HONEST_GRADER = '''def g(completions, **kwargs):
+    return [0.0 for _ in completions]
+'''
+
+
+def _grader_so(folder: Path, module: str, value: str) -> Path:
+    (folder / f"{module}.py").write_text(SO_GRADER.format(helper=f"{module}_gk"))
+    return _extension(folder, f"{module}_gk", value)
+
+
+def _grader_restoring(folder: Path, module: str, value: str) -> Path:
+    path = folder / f"{module}.py"
+    if value == "0.0":
+        path.write_text(HONEST_GRADER)
+    else:  # every golden passes, and the baseline's bytes are written back at its import
+        path.write_text(HONEST_GRADER.replace("0.0", "1.0") + f"open(__file__, 'w').write({HONEST_GRADER!r})\n")
+    return path
+
+
+GRADER_ROUTES = {"a C extension the grader imports, rebuilt": _grader_so,
+                 "a grader that writes the baseline's bytes back over itself": _grader_restoring}
+
+
+@pytest.mark.slow  # decodes (the tiny model, 6 goldens of 4 tokens); builds a C extension
+@pytest.mark.parametrize("route", list(GRADER_ROUTES))
+def test_promote_refuses_a_baseline_whose_graders_loaded_other_code(workspace, tiny_model, monkeypatch, route):
+    """Round 15 F1/F2: the base model's baseline measured with every golden failing; then the grader's extension
+    rebuilt to pass them all, or the grader replaced by one that passes them all and writes the baseline's bytes
+    back at its import. Promote refuses naming the file, not PROMOTE +100 points."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest, PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+
+    folder = workspace / "code"
+    folder.mkdir()
+    module = f"grload_{''.join(c for c in route if c.isalnum())[:12]}_{abs(hash(str(workspace)))}"
+    path = GRADER_ROUTES[route](folder, module, "0.0")
+    monkeypatch.syspath_prepend(str(folder))
+    goldens = workspace / "goldens.jsonl"
+    goldens.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                               for i in range(6)))
+    graders = [{"name": f"{module}.g"}]
+    first = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), graders=graders,
+                                           baseline="write", max_new_tokens=4))
+    assert first.baseline_written and first.passed == 0, first.baseline_note
+    run_dir = hand_made_run(workspace, tiny_model, "promoted", [["<answer>1</answer>", ""]] * 6,
+                            [str(i + 1) for i in range(6)], rewards=graders)
+    shutil.copytree(tiny_model, run_dir / "checkpoints")
+    GRADER_ROUTES[route](folder, module, "1.0")
+    _fresh(module, f"{module}_gk")  # as a new process finds them
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir), goldens=str(goldens)))
+    assert str(path) in str(refused.value), refused.value

@@ -176,3 +176,35 @@ def local_files(module_name: str) -> dict[str, bytes]:
             relative = "/".join([*parts[:depth - 1], *([parts[depth - 1], path.name] if package else [path.name])])
             files[relative] = source if depth == len(parts) else path.read_bytes()
     return files
+
+
+def local_file_pins(module_name: str) -> dict[str, str]:
+    """path -> sha256 of each file of local_sources(module_name) (any suffix), and of the bytes that ran from it
+    where they differ ('<path> (as it ran)'): what a baseline keeps of its graders' code, so a refusal can name the
+    file that differs (issue 48, round 15 F1)."""
+    pins = {}
+    for name, source in local_sources(module_name):
+        if name.split(".")[0] == "mcp_server":
+            continue
+        base, _, ran = name.partition(" ")
+        path = _origin(base)
+        if path is not None:
+            pins[f"{path} {ran}".strip()] = source.decode() if ran else hashlib.sha256(source).hexdigest()
+    return pins
+
+
+def file_pin_changes(pins) -> list[str]:
+    """A line per file of `pins` (local_file_pins) that is not what it was, or whose bytes that ran in this process
+    are not what it holds (MOVED)."""
+    said = []
+    for key, sha in (pins.items() if isinstance(pins, dict) else []):
+        path = Path(str(key))
+        if str(key).endswith(")") or not isinstance(sha, str):
+            continue
+        try:
+            now = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            now = "unreadable or absent"
+        if now != sha:
+            said.append(f"{path}: sha256 {sha[:12]} then, {now[:12]} now")
+    return said + [line for line in MOVED.values() if line not in said]
