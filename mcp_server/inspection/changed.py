@@ -4,7 +4,6 @@ params or weight moved."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from mcp_server.errors import UserInputError
@@ -44,31 +43,3 @@ def _brief_json(value) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
 
-
-# The verdict's sha256 of each file of the reviewed copy (inspection/reward_code/): the trainer names the one that
-# is not the verdict's when the reward-code hash differs (issue 48, round 15).
-REWARD_SHAS = "reward_code_file_sha256"
-
-
-def copy_shas(run: Run, files: list[str]) -> dict[str, str]:
-    """relative path -> sha256 of each file of the reviewed copy, as recording the verdict left it."""
-    return {relative: hashlib.sha256((run.reward_code / relative).read_bytes()).hexdigest() for relative in files}
-
-
-def copy_changes(run: Run, verdict: dict | None) -> list[str]:
-    """Why the reward code the trainer imported is not the reviewed code, file by file: each file of the reviewed
-    copy whose bytes are not the verdict's now, and each module that ran other bytes than its file holds now
-    (rewards.sources.MOVED: a module that rewrote its own file at its import)."""
-    from mcp_server.rewards.sources import MOVED
-
-    shas = (verdict or {}).get(REWARD_SHAS)
-    said = []
-    for relative, sha in (shas.items() if isinstance(shas, dict) else []):
-        path = run.reward_code / str(relative)
-        try:
-            now = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "absent"
-        except OSError:
-            now = "unreadable"
-        if now != sha:
-            said.append(f"{path}: sha256 {str(sha)[:12]} reviewed, {now[:12]} now")
-    return said + list(MOVED.values())

@@ -20,7 +20,7 @@ from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.args_file import args_file_problem
 from mcp_server.inspection.files import read_run_rewards, run_reward_imports
-from mcp_server.inspection.changed import REWARD_SHAS, copy_shas, reward_change_detail
+from mcp_server.inspection.changed import reward_change_detail
 from mcp_server.inspection.launched import refuse_if_launched, way_on_for
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
@@ -28,6 +28,7 @@ from mcp_server.inspection.reward_probes import flagged_probes
 from mcp_server.inspection.loader_env import TRAINING_PATHS, interpreter_paths, loader_how
 from mcp_server.inspection.pins import (PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, python_how,
                                         run_pins)
+from mcp_server.inspection.reward_copy import REWARD_SHAS, copy_shas
 from mcp_server.inspection.sample_files import not_sampled, refuse_unsampled
 from mcp_server.inspection.trained import REWARD_FILES, keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reads, reward_code_sha256

@@ -47,6 +47,7 @@ import tempfile
 from pathlib import Path
 
 from mcp_server.inspection import replay, trainer_read
+from mcp_server.inspection.reward_copy import copy_changes  # by file (issue 48, round 15)
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
 from mcp_server.rewards.source_only import install_source_only
@@ -421,7 +422,6 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
               "not started by launch_training): its scores were not reviewed", file=sys.stderr, flush=True)
         return funcs, after
     if not before == after == expected:
-        from mcp_server.inspection.changed import copy_changes  # by file (issue 48, round 15)
         print(f"llm-finetuning: refusing to train: the reward code ({after[:12]}) is not the code the inspection "
               f"verdict reviewed ({expected[:12]}); a reward, its parameters or a module it imports changed since;"
               f"{''.join(f' {line};' for line in copy_changes(run, verdict))} Put it back, or sample and inspect "

@@ -29,7 +29,9 @@ import importlib.machinery
 import importlib.util
 import os
 import signal
+import site
 import sys
+import sysconfig
 import tempfile
 import threading
 import zipimport
@@ -49,13 +51,18 @@ class SourceLoader(importlib.machinery.SourceFileLoader):
         return self.source_to_code(data, path)
 
 
+def installed_roots() -> list[Path]:
+    """The interpreter's installation: its standard library and site-packages folders, resolved."""
+    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    paths |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    return [Path(p).resolve() for p in paths if p]
+
+
 @lru_cache(maxsize=4096)
 def is_user_file(origin: str) -> bool:
     """Whether a module file is user code: neither the interpreter's installation nor this package, judged both as
     imported and as resolved (round 11: a workspace link to a stdlib file was judged installed by its target, and
     the stock loader ran a forged .pyc from the link's own __pycache__ in the workspace)."""
-    from mcp_server.rewards.sources import installed_roots
-
     roots = [PACKAGE, Path(os.path.abspath(Path(__file__).parents[1])), *_installed(installed_roots)]
     given = Path(os.path.abspath(origin))
     return not all(any(p.is_relative_to(r) for r in roots) for p in (given, given.resolve()))

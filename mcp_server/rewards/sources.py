@@ -15,19 +15,11 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
-import site
 import sys
-import sysconfig
 from pathlib import Path
 
 from mcp_server.interpreter import user_code_allowed
-from mcp_server.rewards.source_only import executed
-
-
-def installed_roots() -> list[Path]:
-    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    paths |= set(site.getsitepackages()) | {site.getusersitepackages()}
-    return [Path(p).resolve() for p in paths if p]
+from mcp_server.rewards.source_only import executed, installed_roots  # noqa: F401 (its home was here)
 
 
 # What importing each user module actually loaded (sys.modules before and after: rewards.dotted records it): a
@@ -136,6 +128,8 @@ def local_sources(module_name: str) -> list[tuple[str, bytes]]:
         if ran is not None and ran != hashlib.sha256(source).hexdigest():
             found[f"{name} (as it ran)"] = ran.encode()  # never the hash of what the file holds now
             MOVED[str(path)] = f"{path}: the bytes this process ran (sha256 {ran[:12]}) are not what it holds now"
+        else:
+            MOVED.pop(str(path), None)
         is_package = path.name.startswith("__init__.")
         if path.suffix != ".py":  # an extension module: its bytes are hashed, its imports are what loaded
             stack += [*IMPORTED.get(name, ())]
