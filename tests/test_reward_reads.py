@@ -340,6 +340,7 @@ def _extension(folder: Path, name: str, value: str) -> Path:
 
 BY_PATH = ('import importlib.util\n_s = importlib.util.spec_from_file_location("{helper}", {path!r})\n'
            '_m = importlib.util.module_from_spec(_s)\n_s.loader.exec_module(_m)\nval = _m.val\n')
+RECIPE = BY_PATH.replace("_s.loader.exec_module", "import sys\nsys.modules[_s.name] = _m\n_s.loader.exec_module")
 LOADED = '''{load}
 
 def loaded_reward(completions, **kwargs):
@@ -362,6 +363,7 @@ ROUTES = {
                                                  "copy"),
     "an extension module loaded by path": (lambda f, n, v: _extension(f / "helpers", n, v), BY_PATH, "path"),
     "a source file loaded by path (spec_from_file_location)": (_py_helper, BY_PATH, "path"),
+    "a source file loaded by path, in sys.modules first (the documented recipe)": (_py_helper, RECIPE, "path"),
 }
 LATER = "calls <= 1 ? 1.0 : 5.0"  # the review's scores on its first call (the trainer's replay), 5.0 after
 

@@ -48,7 +48,7 @@ import sys
 import threading
 
 from mcp_server.rewards import native_reads
-from mcp_server.rewards.read_frames import made_by_user, opened_by_user
+from mcp_server.rewards.read_frames import imported_by_name, made_by_user, opened_by_user
 
 SYSTEM = ("/proc/", "/sys/", "/dev/")
 WHOLE_FILE_BYTES = 64 << 20
@@ -405,14 +405,12 @@ def _hook(event: str, args) -> None:
 
 def _loaded(path: str, sha: str, fullname: str) -> None:
     """A user file the import system or a loader ran (source_only.ON_LOAD) while a recording is in force: one that
-    runs as a module imported by its name is the reward-code hash's (rewards.sources follows it, by whatever name);
-    one run by path (spec_from_file_location + exec_module, no name to follow: round 15 G3) is pinned here by the
-    bytes that ran, so the gate and the trainer see it change."""
-    if not _ACTIVE or getattr(_LOCAL, "busy", False) or path.startswith(SYSTEM):
-        return
-    module = sys.modules.get(fullname)
-    origin = getattr(getattr(module, "__spec__", None), "origin", None)
-    if isinstance(origin, str) and os.path.abspath(origin) == path:
+    runs as a module imported by its name (an import statement, import_module: read_frames.imported_by_name) is the
+    reward-code hash's (rewards.sources follows it, by whatever name); one run by path (spec_from_file_location +
+    exec_module, module_from_spec, even with the module put in sys.modules first: no import found it by name, round
+    15 G3) is pinned here by the bytes that ran, so the gate and the trainer see it change."""
+    if not _ACTIVE or getattr(_LOCAL, "busy", False) or path.startswith(SYSTEM) or imported_by_name(
+            sys._getframe(1)):
         return
     _LOCAL.busy = True
     try:
