@@ -302,3 +302,216 @@ def test_a_rubric_rewritten_after_the_verdict_is_judged_by_content_whatever_its_
         assert code == 3 and scores is None and str(rubric) in err and "its content changed" in err, (row, err)
     else:
         assert code is None and scores == [1.0], (row, err)
+
+
+# ---------------------------------------------------------------- what the reward's import loads (round 15)
+# Every route by which the import system, or a loader the reward calls, loads a file while the reward imports and
+# runs: pinned (the reward-code hash for a module imported by its name, copied for the trainer; the reads pins for
+# one loaded by path) or refused at the review naming it. Changed after the verdict: the gate and the trainer refuse,
+# naming the file. Extension modules are built with the system C compiler (Python's sysconfig), never skipped.
+EXTENSION = '''#include <Python.h>
+static long calls = 0;
+static PyObject* val(PyObject* s, PyObject* a) {{ calls++; return PyFloat_FromDouble({value}); }}
+static PyMethodDef M[] = {{{{"val", val, METH_NOARGS, ""}}, {{0}}}};
+static struct PyModuleDef D = {{PyModuleDef_HEAD_INIT, "{name}", 0, -1, M}};
+PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&D); }}
+'''
+
+
+def _extension(folder: Path, name: str, value: str) -> Path:
+    """folder/<name><EXT_SUFFIX>: a C extension module whose val() returns the C expression `value` (`calls`: how
+    many times it was called), built with the system C compiler; replaced whole (a new inode), as a rebuild does."""
+    import subprocess
+    import sysconfig
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    assert compiler, "no C compiler (cc, gcc) on this machine: the extension-module rows need one"
+    source = folder / f".{name}.c"
+    source.write_text(EXTENSION.format(name=name, value=value))
+    built = folder / f".{name}.so.new"
+    done = subprocess.run([compiler, "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(source),
+                           "-o", str(built)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    source.unlink()
+    target = folder / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
+    os.replace(built, target)
+    return target
+
+
+BY_PATH = ('import importlib.util\n_s = importlib.util.spec_from_file_location("{helper}", {path!r})\n'
+           '_m = importlib.util.module_from_spec(_s)\n_s.loader.exec_module(_m)\nval = _m.val\n')
+RECIPE = BY_PATH.replace("_s.loader.exec_module", "import sys\nsys.modules[_s.name] = _m\n_s.loader.exec_module")
+LOADED = '''{load}
+
+def loaded_reward(completions, **kwargs):
+    return [val() for _ in completions]
+'''
+
+
+def _py_helper(folder: Path, name: str, value: str) -> Path:
+    path = folder / "helpers" / f"{name}.py"
+    path.parent.mkdir(exist_ok=True)
+    value = "1.0 if _n[0] <= 1 else 5.0" if value == LATER else value
+    path.write_text(f"_n = [0]\ndef val():\n    _n[0] += 1\n    return {value}\n")
+    return path
+
+
+# route -> (the helper's maker, the reward module's load code, where the trainer loads it: "copy" (the reviewed
+# copy in inspection/reward_code/, by name) or "path" (where the review loaded it))
+ROUTES = {
+    "an extension module imported by its name": (lambda f, n, v: _extension(f, n, v), "from {helper} import val",
+                                                 "copy"),
+    "an extension module loaded by path": (lambda f, n, v: _extension(f / "helpers", n, v), BY_PATH, "path"),
+    "a source file loaded by path (spec_from_file_location)": (_py_helper, BY_PATH, "path"),
+    "a source file loaded by path, in sys.modules first (the documented recipe)": (_py_helper, RECIPE, "path"),
+}
+LATER = "calls <= 1 ? 1.0 : 5.0"  # the review's scores on its first call (the trainer's replay), 5.0 after
+
+
+def _loading_run(workspace, tiny_model, monkeypatch, route: str, tag: str):
+    """A run whose reward loads a helper by `route`, inspected and passed: (run, the helper's file, the module)."""
+    folder = workspace / "code"
+    (folder / "helpers").mkdir(parents=True)
+    module, helper = f"loadrew_{tag}", f"loadhelp_{tag}"
+    make, load, _ = ROUTES[route]
+    path = make(folder, helper, "1.0")
+    (folder / f"{module}.py").write_text(LOADED.format(load=load.format(helper=helper, path=str(path))))
+    monkeypatch.syspath_prepend(str(folder))
+    run_dir = hand_made_run(workspace, tiny_model, "loads", [["a", "b", "c", "d"]] * 13, ["2"] * 13,
+                            rewards=[{"name": f"{module}.loaded_reward"}])
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    assert check_inspection_gate(run_dir).passed
+    return run_dir, path, module
+
+
+def _fresh(*names: str) -> None:
+    """The modules dropped, as a new process (the trainer's) has never imported them."""
+    import sys
+
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.slow  # builds C extensions with the system compiler (a process each)
+@pytest.mark.parametrize("door", ["gate", "trainer"])
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_a_file_the_rewards_import_loads_is_pinned(workspace, tiny_model, monkeypatch, capsys, route, door):
+    tag = "".join(c for c in route + door if c.isalnum())[-40:] + str(abs(hash(str(workspace))))[:6]
+    run_dir, path, module = _loading_run(workspace, tiny_model, monkeypatch, route, tag)
+    make, _, where = ROUTES[route]
+    if door == "gate":
+        make(path.parents[1] if path.parent.name == "helpers" else path.parent, path.name.split(".")[0], LATER)
+        gate = check_inspection_gate(run_dir)
+        assert not gate.passed and path.name in gate.reason, gate.reason
+        return
+    copy = run_dir / "inspection" / "reward_code" / path.name
+    changed = copy if where == "copy" else path
+    assert changed.is_file(), sorted(p.name for p in changed.parent.iterdir())
+    make(changed.parents[1] if changed.parent.name == "helpers" else changed.parent, path.name.split(".")[0], LATER)
+    _fresh(module, f"loadhelp_{tag}")
+    code, scores, err = _trainer(run_dir, capsys)
+    assert code == 3 and scores is None and str(changed) in err, (code, scores, err)
+
+
+def test_a_zip_archive_on_the_path_is_refused_at_the_review_naming_it(workspace, tiny_model, monkeypatch):
+    """zipimport: a member of an archive is no file a pin can name; the review refuses it, naming the archive (not
+    an unexpected NotADirectoryError)."""
+    import zipfile
+
+    from mcp_server.errors import UserInputError
+
+    folder = workspace / "code"
+    folder.mkdir()
+    archive = workspace / "helpers.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.writestr("ziphelp_r15.py", "def val():\n    return 1.0\n")
+    load = f"import sys\nsys.path.insert(0, {str(archive)!r})\nfrom ziphelp_r15 import val"
+    (folder / "ziprew_r15.py").write_text(LOADED.format(load=load))
+    monkeypatch.syspath_prepend(str(folder))
+    run_dir = hand_made_run(workspace, tiny_model, "zip", [["a", "b", "c", "d"]] * 13, ["2"] * 13,
+                            rewards=[{"name": "ziprew_r15.loaded_reward"}])
+    with pytest.raises(UserInputError) as refused:
+        inspect_rewards(InspectRequest(run=str(run_dir)))
+    assert str(archive) in str(refused.value) and "zip archive" in str(refused.value), refused.value
+
+
+@pytest.mark.slow  # the helper beside it is loaded by path; one inspection
+def test_a_module_that_writes_the_reviewed_bytes_back_over_itself_is_refused_by_the_trainer(
+        workspace, tiny_model, monkeypatch, capsys):
+    """Round 15 G4: the reviewed copy replaced after the launch by a module that, at its import, writes the
+    reviewed bytes back over its own file: the trainer hashes the bytes it compiled, not the file read again."""
+    route = "a source file loaded by path (spec_from_file_location)"
+    run_dir, _, module = _loading_run(workspace, tiny_model, monkeypatch, route, "selfrestore")
+    copy = run_dir / "inspection" / "reward_code" / f"{module}.py"
+    reviewed = copy.read_text()
+    evil = reviewed.replace("return [val() for _ in completions]", "return _later(completions)")  # same lines
+    copy.write_text(evil + "_n = [0]\ndef _later(completions):\n    _n[0] += 1\n"
+                    "    return [1.0 if _n[0] <= 1 else 5.0 for _ in completions]\n"
+                    f"open(__file__, 'w').write({reviewed!r})\n")
+    _fresh(module, "loadhelp_selfrestore")
+    code, scores, err = _trainer(run_dir, capsys)
+    assert code == 3 and scores is None and str(copy) in err, (code, scores, err)
+    assert copy.read_text() == reviewed  # it did write itself back: its file alone says nothing
+
+
+SO_GRADER = '''import {helper}
+
+
+def g(completions, **kwargs):
+    return [{helper}.val() for _ in completions]
+'''
+HONEST_GRADER = '''def g(completions, **kwargs):
+    return [0.0 for _ in completions]
+'''
+
+
+def _grader_so(folder: Path, module: str, value: str) -> Path:
+    (folder / f"{module}.py").write_text(SO_GRADER.format(helper=f"{module}_gk"))
+    return _extension(folder, f"{module}_gk", value)
+
+
+def _grader_restoring(folder: Path, module: str, value: str) -> Path:
+    path = folder / f"{module}.py"
+    if value == "0.0":
+        path.write_text(HONEST_GRADER)
+    else:  # every golden passes, and the baseline's bytes are written back at its import
+        path.write_text(HONEST_GRADER.replace("0.0", "1.0") + f"open(__file__, 'w').write({HONEST_GRADER!r})\n")
+    return path
+
+
+GRADER_ROUTES = {"a C extension the grader imports, rebuilt": _grader_so,
+                 "a grader that writes the baseline's bytes back over itself": _grader_restoring}
+
+
+@pytest.mark.slow  # decodes (the tiny model, 6 goldens of 4 tokens); builds a C extension
+@pytest.mark.parametrize("route", list(GRADER_ROUTES))
+def test_promote_refuses_a_baseline_whose_graders_loaded_other_code(workspace, tiny_model, monkeypatch, route):
+    """Round 15 F1/F2: the base model's baseline measured with every golden failing; then the grader's extension
+    rebuilt to pass them all, or the grader replaced by one that passes them all and writes the baseline's bytes
+    back at its import. Promote refuses naming the file, not PROMOTE +100 points."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest, PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+
+    folder = workspace / "code"
+    folder.mkdir()
+    module = f"grload_{''.join(c for c in route if c.isalnum())[:12]}_{abs(hash(str(workspace)))}"
+    path = GRADER_ROUTES[route](folder, module, "0.0")
+    monkeypatch.syspath_prepend(str(folder))
+    goldens = workspace / "goldens.jsonl"
+    goldens.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
+                               for i in range(6)))
+    graders = [{"name": f"{module}.g"}]
+    first = evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(goldens), graders=graders,
+                                           baseline="write", max_new_tokens=4))
+    assert first.baseline_written and first.passed == 0, first.baseline_note
+    run_dir = hand_made_run(workspace, tiny_model, "promoted", [["<answer>1</answer>", ""]] * 6,
+                            [str(i + 1) for i in range(6)], rewards=graders)
+    shutil.copytree(tiny_model, run_dir / "checkpoints")
+    GRADER_ROUTES[route](folder, module, "1.0")
+    _fresh(module, f"{module}_gk")  # as a new process finds them
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir), goldens=str(goldens)))
+    assert str(path) in str(refused.value), refused.value

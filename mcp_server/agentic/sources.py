@@ -71,6 +71,8 @@ def agentic_pin(run: Run, agentic: dict | None = None, config: dict | None = Non
         for text in filter(None, [record.environment, *record.tools]):
             module, _ = split_path(text, "environment")
             for name, _source in local_sources(module):
+                if " " in name:  # "<module> (as it ran)": the files are pinned here (this process may hold an
+                    continue  # older import: agentic.spec imports afresh what changed)
                 path = _origin(name)
                 if path is None:
                     continue

@@ -21,6 +21,7 @@ from mcp_server.inspection.pins import config_model_pin, model_content
 from mcp_server.model_ref import known_name, resolve_model
 from mcp_server.reporting import Report
 from mcp_server.rewards import reads, reward_code_sha256
+from mcp_server.rewards.sources import file_pin_changes
 from mcp_server.rewards.spec import RewardSpec, read_reward_specs
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
@@ -290,9 +291,10 @@ def _baselines(model: str, goldens: str | None, run_graders: list[RewardSpec] | 
     if changed and len(changed) == len(found):
         path, baseline = changed[0]
         same_inputs(path, baseline, reads.now(baseline.get("graders_reads")))
+        files = "".join(f"; {line}" for line in file_pin_changes(baseline.get("graders_files")))  # round 15
         raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
-                             f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}): put it "
-                             "back, or evaluate the base model again (evaluate_model files a baseline for the new "
+                             f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}{files}): put "
+                             "it back, or evaluate the base model again (evaluate_model files a baseline for the new "
                              "code beside this one)")
     return [item for item in found if item not in changed], skipped, other
 

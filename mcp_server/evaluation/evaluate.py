@@ -28,6 +28,7 @@ from mcp_server import smollm2
 from mcp_server.model_ref import SMOLLM2, TINY, known_name, load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
+from mcp_server.rewards.registry import reward_code_file_pins
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.tiny import TINY_VERSION, write_jsonl
 from mcp_server.worker import runs_in_training
@@ -434,7 +435,7 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
             u.startswith(w.split(" ", 1)[0] + " paid nothing") for u in result.warnings)]
         record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads,
-                  "model_pin": pin}
+                  "graders_files": reward_code_file_pins(request.graders), "model_pin": pin}  # by file: round 15
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
         if result.baseline_written:

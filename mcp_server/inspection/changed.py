@@ -42,3 +42,4 @@ def reward_change_detail(run: Run, verdict, rewards: list) -> str | None:
 def _brief_json(value) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
+

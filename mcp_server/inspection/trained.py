@@ -47,6 +47,7 @@ import tempfile
 from pathlib import Path
 
 from mcp_server.inspection import replay, trainer_read
+from mcp_server.inspection.reward_copy import copy_changes  # by file (issue 48, round 15)
 from mcp_server.inspection.row_probes import DROPPED, data_updates, row_after_refilters
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
@@ -402,9 +403,9 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
         seen = (f"({after[:16]})" if before == after else f"(sha256 {before[:16]} as imported, {after[:16]} once its "
                 "functions were built: it changed while it loaded)")
         print(f"llm-finetuning: refusing to train: the reward code {seen} is not the code the inspection verdict "
-              f"reviewed ({expected[:16]}); a reward, its parameters or a module it imports changed since. "
-              "Put it back, or sample and inspect again and record a new verdict, then launch again.",
-              file=sys.stderr, flush=True)
+              f"reviewed ({expected[:16]}); a reward, its parameters or a module it imports changed since;"
+              f"{''.join(f' {line};' for line in copy_changes(run, verdict))} Put it back, or sample and inspect "
+              "again and record a new verdict, then launch again.", file=sys.stderr, flush=True)
         raise RewardCodeChanged(3)
     funcs = reads.watch_all(funcs, watch)
     replay.replay_review(run, rewards, funcs, verdict, samples, dataset)  # the review's scores, here and now

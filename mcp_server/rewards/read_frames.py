@@ -85,3 +85,20 @@ def made_by_user(frame) -> bool:
             return False
         frame = frame.f_back
     return False
+
+
+LOADERS = (str(Path(__file__).with_name("source_only.py")), str(Path(__file__).with_name("reads.py")))
+
+
+def imported_by_name(frame) -> bool:
+    """Whether the load a loader reports (source_only.ON_LOAD; `frame`: its caller's) is an import by a module
+    name: walking outward through the loader's and importlib's frames, the outermost of them is an import's entry
+    (IMPORT_ENTRIES). A user's `spec.loader.exec_module(module)` or `module_from_spec(spec)` is a load by path."""
+    entry = None
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(("<frozen importlib", "<frozen zipimport")) or name in LOADERS):
+            break
+        entry = frame.f_code.co_name
+        frame = frame.f_back
+    return entry in IMPORT_ENTRIES

@@ -48,7 +48,7 @@ import sys
 import threading
 
 from mcp_server.rewards import native_reads
-from mcp_server.rewards.read_frames import made_by_user, opened_by_user
+from mcp_server.rewards.read_frames import imported_by_name, made_by_user, opened_by_user
 
 SYSTEM = ("/proc/", "/sys/", "/dev/")
 WHOLE_FILE_BYTES = 64 << 20
@@ -81,14 +81,15 @@ class Reads:
         self.refuse = refuse
         self.problem: str | None = None
 
-    def seen(self, path: str, writes: bool) -> None:
+    def seen(self, path: str, writes: bool, ran: dict | None = None) -> None:
         if writes:
             self.written.add(path)
             return
         if path in self.written or (self.expected is not None and (self.expected.get(path) or {}).get("written")):
             return
-        # pinned at its first open; the trainer's check pins every open again (a file swapped after the first step)
-        pin = pin_of(path) if self.expected is not None or path not in self.files else self.files[path]
+        # pinned at its first open; the trainer's check pins every open again (a file swapped after the first step);
+        # a module loaded by path: by the bytes that ran (`ran`, _loaded)
+        pin = ran or (pin_of(path) if self.expected is not None or path not in self.files else self.files[path])
         self.files.setdefault(path, {**pin, "by": []})
         if self.reward not in self.files[path]["by"]:
             self.files[path]["by"].append(self.reward)
@@ -378,6 +379,8 @@ def _hook(event: str, args) -> None:
     if event.startswith(REFUSED):
         if made_by_user(sys._getframe(1)):
             _refuse(event, args)
+        elif event == "ctypes.dlopen":  # a library's dlopen of a workspace library: pinned like a read (round 15)
+            _dlopened(args[0] if args else None)
         return
     if event != "open" and event != "sqlite3.connect" and event not in LISTINGS and event != "os.mkdir":
         return
@@ -400,9 +403,45 @@ def _hook(event: str, args) -> None:
         return
 
 
+def _loaded(path: str, sha: str, fullname: str) -> None:
+    """A user file the import system or a loader ran (source_only.ON_LOAD) while a recording is in force: one that
+    runs as a module imported by its name (an import statement, import_module: read_frames.imported_by_name) is the
+    reward-code hash's (rewards.sources follows it, by whatever name); one run by path (spec_from_file_location +
+    exec_module, module_from_spec, even with the module put in sys.modules first: no import found it by name, round
+    15 G3) is pinned here by the bytes that ran, so the gate and the trainer see it change."""
+    if not _ACTIVE or getattr(_LOCAL, "busy", False) or path.startswith(SYSTEM) or imported_by_name(
+            sys._getframe(1)):
+        return
+    _LOCAL.busy = True
+    try:
+        for reads in list(_ACTIVE):
+            reads.seen(path, False, {**({"resolves_to": os.path.realpath(path)} if os.path.realpath(path) != path
+                                        else {}), "sha256": sha})
+    finally:
+        _LOCAL.busy = False
+
+
+def _dlopened(name) -> None:
+    from mcp_server.rewards.source_only import is_user_file
+
+    path = os.path.abspath(os.fsdecode(name)) if isinstance(name, (str, bytes)) and os.sep in os.fsdecode(name) \
+        else None
+    if path is None or path.startswith(SYSTEM) or not os.path.isfile(path) or not is_user_file(path):
+        return
+    _LOCAL.busy = True
+    try:
+        for reads in list(_ACTIVE):
+            reads.seen(path, False)
+    finally:
+        _LOCAL.busy = False
+
+
 def _install() -> None:
     if not _INSTALLED[0]:
         sys.addaudithook(_hook)
+        from mcp_server.rewards.source_only import ON_LOAD
+
+        ON_LOAD.append(_loaded)
         _INSTALLED[0] = True
     native_reads.install(_ACTIVE)  # each recording: a native reader imported since is wrapped now
 

@@ -30,7 +30,7 @@ from mcp_server.rewards.length import make_length_penalty, make_soft_overlong_pu
 from mcp_server.rewards.math_equivalence import make_math_reward
 from mcp_server.rewards.models import RewardCatalog
 from mcp_server.rewards.named import NamedReward
-from mcp_server.rewards.sources import installed_roots, local_files, local_sources
+from mcp_server.rewards.sources import installed_roots, local_file_pins, local_files, local_sources
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.workspace import files_digest
 
@@ -203,6 +203,18 @@ def reward_code_sha256(specs: list[RewardSpec | dict | str]) -> str:
     for path in sorted(paths):
         digest.update(path.encode() + b"\0" + _path_digest(Path(path)).encode())
     return digest.hexdigest()
+
+
+def reward_code_file_pins(specs: list[RewardSpec | dict | str]) -> dict[str, str]:
+    """path -> sha256 of each local file the specs' rewards run (rewards.sources.local_file_pins): a baseline keeps
+    its graders' so a refusal names the file that differs (issue 48, round 15)."""
+    callables, _ = _reached(build_reward_funcs([_as_spec(s, f"rewards[{i}]") for i, s in enumerate(specs)]))
+    pins: dict[str, str] = {}
+    for func in callables:
+        module = getattr(inspect.getmodule(inspect.unwrap(func)) or inspect.getmodule(type(func)), "__name__", None)
+        if module and not _is_library(func) and not _is_installed(func):
+            pins.update(local_file_pins(module))
+    return pins
 
 
 def reward_code_files(specs: list[RewardSpec | dict | str]) -> dict[str, bytes]:

@@ -10,18 +10,31 @@ interpreter's installation (stdlib, site-packages) nor this package is compiled 
 imported, and no bytecode is read or written for it; a sourceless one is refused, naming it. `import_user` and
 `load_user_file` are the doors to it; tests/test_user_code_imports_from_source.py finds every import site in the
 package and fails on one that does not go through them.
+
+What runs is what is hashed (issue 48, round 15): each user file the import system or a loader called by user code
+loads is read once, and the bytes read are the bytes that run; their sha256 is kept (EXECUTED, by resolved path)
+so a hash of the module's source taken after its import hashes what ran (rewards.sources: a module that rewrites
+its own file at import is judged by what ran, not by what its file says afterwards). A user extension module
+(.so/.pyd) is loaded from a private copy of the bytes hashed, never from its path again; a user zip archive on
+sys.path is refused (its members are not files a pin can name). Each load is handed to the ON_LOAD watchers
+(rewards.reads pins a module loaded by path, spec_from_file_location + exec_module, with the reward's reads).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
 import os
 import signal
+import site
 import sys
+import sysconfig
+import tempfile
 import threading
+import zipimport
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,7 +46,16 @@ class SourceLoader(importlib.machinery.SourceFileLoader):
 
     def get_code(self, fullname):
         path = self.get_filename(fullname)
-        return self.source_to_code(self.get_data(path), path)
+        data = self.get_data(path)
+        ran(path, data, fullname)
+        return self.source_to_code(data, path)
+
+
+def installed_roots() -> list[Path]:
+    """The interpreter's installation: its standard library and site-packages folders, resolved."""
+    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    paths |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    return [Path(p).resolve() for p in paths if p]
 
 
 @lru_cache(maxsize=4096)
@@ -41,8 +63,6 @@ def is_user_file(origin: str) -> bool:
     """Whether a module file is user code: neither the interpreter's installation nor this package, judged both as
     imported and as resolved (round 11: a workspace link to a stdlib file was judged installed by its target, and
     the stock loader ran a forged .pyc from the link's own __pycache__ in the workspace)."""
-    from mcp_server.rewards.sources import installed_roots
-
     roots = [PACKAGE, Path(os.path.abspath(Path(__file__).parents[1])), *_installed(installed_roots)]
     given = Path(os.path.abspath(origin))
     return not all(any(p.is_relative_to(r) for r in roots) for p in (given, given.resolve()))
@@ -60,13 +80,64 @@ def _installed(installed_roots) -> list:
 
 
 _STOCK: dict = {}  # the standard loaders' own get_code, kept when install_source_only replaces them
+# resolved path of a user file -> sha256 of the bytes this process last ran from it (the module's doc)
+EXECUTED: dict[str, str] = {}
+# callables (path, sha256, fullname) told of each user file loaded (rewards.reads registers one)
+ON_LOAD: list = []
+
+
+def ran(path: str, data: bytes, fullname: str) -> str:
+    """Keep that `data` (read once from `path`) is what runs as `fullname`; tell the watchers. Its sha256."""
+    sha = hashlib.sha256(data).hexdigest()
+    EXECUTED[os.path.realpath(path)] = sha
+    for watcher in list(ON_LOAD):
+        watcher(os.path.abspath(path), sha, fullname)
+    return sha
+
+
+def executed(path: str | os.PathLike) -> str | None:
+    """sha256 of the bytes this process last ran from the user file `path`; None when it ran none."""
+    return EXECUTED.get(os.path.realpath(path))
 
 
 def _source_code(self, fullname):
     path = self.get_filename(fullname)
     if not is_user_file(path):
         return _STOCK["source"](self, fullname)
-    return self.source_to_code(self.get_data(path), path)  # never the cache, so nothing is written to it either
+    data = self.get_data(path)  # read once: these bytes are hashed and compiled, never the cache
+    ran(path, data, fullname)
+    return self.source_to_code(data, path)
+
+
+def _extension_module(self, spec):
+    """A user extension module loaded from a private copy of the bytes read once and hashed (the module's doc)."""
+    if not is_user_file(self.path):
+        return _STOCK["extension"](self, spec)
+    with open(self.path, "rb") as handle:
+        data = handle.read()
+    folder = tempfile.mkdtemp(prefix="llmft-ext-")
+    copy = os.path.join(folder, os.path.basename(self.path))
+    try:
+        with open(copy, "wb") as handle:
+            handle.write(data)
+        ran(self.path, data, spec.name)
+        private = importlib.machinery.ModuleSpec(spec.name, self, origin=copy)
+        import _imp
+
+        return _imp.create_dynamic(private)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(copy)
+            os.rmdir(folder)
+
+
+def _zip_refused(self, fullname, *args):
+    archive = getattr(self, "archive", "?")
+    if is_user_file(archive):
+        raise ImportError(f"{fullname} would be imported from the zip archive {archive}: refused, user code is "
+                          "imported from files a pin can name (what the review judges is what training runs); "
+                          "unpack it beside the reward", name=fullname, path=archive)
+    return _STOCK["zip_" + args[-1]](self, fullname)
 
 
 def _sourceless_code(self, fullname):
@@ -85,9 +156,14 @@ def install_source_only() -> None:
     machinery = importlib.machinery
     if _STOCK:
         return
-    _STOCK.update(source=machinery.SourceFileLoader.get_code, sourceless=machinery.SourcelessFileLoader.get_code)
+    _STOCK.update(source=machinery.SourceFileLoader.get_code, sourceless=machinery.SourcelessFileLoader.get_code,
+                  extension=machinery.ExtensionFileLoader.create_module, zip_get_code=zipimport.zipimporter.get_code,
+                  zip_load_module=zipimport.zipimporter.load_module)
     machinery.SourceFileLoader.get_code = _source_code
     machinery.SourcelessFileLoader.get_code = _sourceless_code
+    machinery.ExtensionFileLoader.create_module = _extension_module
+    zipimport.zipimporter.get_code = lambda self, fullname: _zip_refused(self, fullname, "get_code")
+    zipimport.zipimporter.load_module = lambda self, fullname: _zip_refused(self, fullname, "load_module")
     stale = [name for name, module in list(sys.modules.items())
              if isinstance(getattr(module, "__spec__", None), machinery.ModuleSpec)
              and isinstance(module.__spec__.loader, machinery.SourcelessFileLoader)

@@ -3,27 +3,24 @@ their own imports. "Local" means not part of the interpreter's installation (std
 beside the reward, a package in the project. Those can change a score without a line of the reward module
 changing, so the inspection gate's reward hash covers them (rewards.registry.reward_code_sha256). Followed: import
 statements, import_module/__import__ calls with a literal name, and what importing the module actually loaded
-(IMPORTED, recorded by rewards.dotted; its module globals), so a name computed at import time is followed too."""
+(IMPORTED, recorded by rewards.dotted; its module globals), so a name computed at import time is followed too.
+A module is hashed whatever its file is (issue 48, round 15 G1: a C extension helper, fastk.so, rebuilt after the
+verdict): its bytes, and, where this process ran other bytes from that file than it holds now (source_only.EXECUTED:
+a module that rewrote its own file at import, round 15 G4), the bytes that ran too (MOVED names the file)."""
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.machinery
 import importlib.util
 import os
-import site
 import sys
-import sysconfig
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import user_code_allowed
-
-
-def installed_roots() -> list[Path]:
-    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    paths |= set(site.getsitepackages()) | {site.getusersitepackages()}
-    return [Path(p).resolve() for p in paths if p]
+from mcp_server.rewards.source_only import executed, installed_roots  # noqa: F401 (its home was here)
 
 
 # What importing each user module actually loaded (sys.modules before and after: rewards.dotted records it): a
@@ -105,16 +102,20 @@ def _origin(name: str) -> Path | None:
     except (ImportError, ValueError, AttributeError):  # not a module (an attribute), or a broken parent
         return None
     origin = getattr(spec, "origin", None) if spec else None
-    if not (origin and origin.endswith(".py")):
-        return None
+    if not isinstance(origin, str) or not getattr(spec, "has_location", False):
+        return None  # built-in, frozen, a namespace package
     path = Path(origin).resolve()
-    if not path.is_file():  # a module from a zip archive on sys.path (zipimport): no source file to pin or copy
+    if not path.is_file():  # a module from a zip archive on sys.path (zipimport): no file to pin or copy
         archive = next((str(p) for p in path.parents if p.is_file()), None)
         raise UserInputError("rewards", f"module {name!r} is imported from {archive or origin}"
                              + (" (a zip archive on sys.path)" if archive else ", which is no file")
-                             + ": a review pins and copies reward code as source files; put its .py file in the "
+                             + ": a review pins and copies reward code as files; put its .py file in the "
                              "workspace (unpack the archive) and review again")
     return path
+
+
+# Files whose bytes that ran in this process are not the bytes they hold now (local_sources found them)
+MOVED: dict[str, str] = {}
 
 
 def local_sources(module_name: str) -> list[tuple[str, bytes]]:
@@ -131,10 +132,19 @@ def local_sources(module_name: str) -> list[tuple[str, bytes]]:
             continue
         source = path.read_bytes()
         found[name] = source
-        is_package = path.name == "__init__.py"
+        ran = executed(path)
+        if ran is not None and ran != hashlib.sha256(source).hexdigest():
+            found[f"{name} (as it ran)"] = ran.encode()  # never the hash of what the file holds now
+            MOVED[str(path)] = f"{path}: the bytes this process ran (sha256 {ran[:12]}) are not what it holds now"
+        else:
+            MOVED.pop(str(path), None)
+        is_package = path.name.startswith("__init__.")
+        if path.suffix != ".py":  # an extension module: its bytes are hashed, its imports are what loaded
+            stack += [*IMPORTED.get(name, ())]
+            continue
         try:
             tree = ast.parse(source)
-        except SyntaxError:
+        except (SyntaxError, ValueError):
             continue
         stack += _imported_names(tree, name if is_package else name.rpartition(".")[0])
         if name.split(".")[0] != "mcp_server":  # this package's globals grow as it imports lazily: the walk of
@@ -157,13 +167,46 @@ def local_files(module_name: str) -> dict[str, bytes]:
     This package's own modules are left out: the trainer imports them as installed."""
     files: dict[str, bytes] = {}
     for name, source in local_sources(module_name):
-        if name.split(".")[0] in ("mcp_server", "__main__"):
+        if name.split(".")[0] in ("mcp_server", "__main__") or " " in name:  # " (as it ran)": no file
             continue
         parts = name.split(".")
         for depth in range(1, len(parts) + 1):
             path = _origin(".".join(parts[:depth]))
             if path is None:  # a namespace package: its directory is enough
                 continue
-            relative = "/".join(parts[:depth]) + ("/__init__.py" if path.name == "__init__.py" else ".py")
+            package = path.name.startswith("__init__.")
+            relative = "/".join([*parts[:depth - 1], *([parts[depth - 1], path.name] if package else [path.name])])
             files[relative] = source if depth == len(parts) else path.read_bytes()
     return files
+
+
+def local_file_pins(module_name: str) -> dict[str, str]:
+    """path -> sha256 of each file of local_sources(module_name) (any suffix), and of the bytes that ran from it
+    where they differ ('<path> (as it ran)'): what a baseline keeps of its graders' code, so a refusal can name the
+    file that differs (issue 48, round 15 F1)."""
+    pins = {}
+    for name, source in local_sources(module_name):
+        if name.split(".")[0] == "mcp_server":
+            continue
+        base, _, ran = name.partition(" ")
+        path = _origin(base)
+        if path is not None:
+            pins[f"{path} {ran}".strip()] = source.decode() if ran else hashlib.sha256(source).hexdigest()
+    return pins
+
+
+def file_pin_changes(pins) -> list[str]:
+    """A line per file of `pins` (local_file_pins) that is not what it was, or whose bytes that ran in this process
+    are not what it holds (MOVED)."""
+    said = []
+    for key, sha in (pins.items() if isinstance(pins, dict) else []):
+        path = Path(str(key))
+        if str(key).endswith(")") or not isinstance(sha, str):
+            continue
+        try:
+            now = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            now = "unreadable or absent"
+        if now != sha:
+            said.append(f"{path}: sha256 {sha[:12]} then, {now[:12]} now")
+    return said + [line for line in MOVED.values() if line not in said]
