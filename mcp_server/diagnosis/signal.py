@@ -26,7 +26,7 @@ from mcp_server.diagnosis.context import (
 from mcp_server.diagnosis.cut_evidence import cut_evidence
 from mcp_server.diagnosis.environment import training_ended
 from mcp_server.diagnosis.samples import rule_never_terminate
-from mcp_server.diagnosis.success_rate import cut_is_cause, success_rate
+from mcp_server.diagnosis.success_rate import cut_is_cause, spread_lost_after_kl, success_rate
 from mcp_server.recipe.models import DEFAULT_EXTRA_ROUNDS, MAX_EXTRA_ROUNDS
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
 
@@ -73,7 +73,7 @@ def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
         found.caused_by = cause
         return [found]
     note = cut.not_the_cause() if cut is not None else ""
-    if rate is not None and rate.fits and not constant:
+    if rate is not None and rate.fits and not constant and not spread_lost_after_kl(ctx):  # not a collapse's
         return [finding("no_reward_signal", "error" if share >= ZERO_STD_ERROR else "warning", evidence,
                         rate.explanation(share) + dynamic_sampling_advice(share, False) + note,
                         more_generations_patch(ctx))]
