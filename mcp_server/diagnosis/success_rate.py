@@ -50,8 +50,8 @@ class SuccessRate:
 
     @property
     def fits(self) -> bool:
-        """Something was paid and the observed zero-spread count is within what p predicts."""
-        return self.p > 0 and self.chance >= FIT_LEVEL
+        """Something was paid, something was not, and the observed zero-spread count is within what p predicts."""
+        return 0 < self.p < 1 and self.chance >= FIT_LEVEL
 
     def explanation(self, share: float) -> str:
         p, g = self.p, self.generations
@@ -61,7 +61,14 @@ class SuccessRate:
         per_step = max(1, round(self.groups_per_step))
         more_prompts = max(2 * per_step, 8)
         target = 1 - HALF ** (1 / g)  # the success rate at which half the groups have spread at this G
-        needed = math.ceil(math.log(HALF) / math.log(1 - p)) if p < 1 - HALF ** (1 / 2) else 2
+        rare = min(p, 1 - p)  # the rarer outcome: success on a hard task, failure on a nearly solved one
+        needed = math.ceil(math.log(HALF) / math.log(1 - rare)) if rare < 1 - HALF ** (1 / 2) else 2
+        if p > HALF:  # nearly every completion paid: the groups that all pass teach nothing
+            return (f"{share:.0%} of the groups had zero reward spread, which a high success rate predicts: the "
+                    f"logged reward mean {self.mean:.3g} ({reading}) reads as about {p:.1%} of completions paid, and "
+                    f"a group of {g} has no spread with probability p^{g} + (1-p)^{g} = {self.expected:.0%} (the "
+                    f"share rests on {self.groups} group(s){few}). The task is nearly solved for this model: a harder "
+                    f"curriculum, or more completions per prompt (about {needed} give half the groups spread). ")
         return (f"{share:.0%} of the groups had zero reward spread, which a low success rate predicts: the logged "
                 f"reward mean {self.mean:.3g} ({reading}) reads as about {p:.1%} of completions paid, and a group of "
                 f"{g} has no spread with probability p^{g} + (1-p)^{g} = {self.expected:.0%}. The share rests on "
