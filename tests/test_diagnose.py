@@ -1330,8 +1330,8 @@ def test_zero_spread_is_blamed_on_the_cut_only_where_the_cut_ones_score_lower(tm
     for code in ("signal_lost", "task_never_scores", "reward_never_pays"):
         for f in (f for f in d.findings if f.code == code):
             assert ("completions_truncated" in {f.caused_by, *f.other_causes}) <= ("completions_truncated" in causes)
-    few = shares == "almost all"
-    blamed = few or ("moving" in shares and cut_reward < uncut_reward)
+    few = shares == "almost all"  # too few ended to tell: the cause only where nothing was paid (walk 9)
+    blamed = (few and cut_reward == uncut_reward == 0) or ("moving" in shares and cut_reward < uncut_reward)
     assert ("completions_truncated" in causes) == blamed, (found.caused_by, found.other_causes, found.explanation)
     late = statistics.fmean(cuts[4:])
     if blamed and late >= 0.5:
@@ -1344,8 +1344,10 @@ def test_zero_spread_is_blamed_on_the_cut_only_where_the_cut_ones_score_lower(tm
     assert "completions_truncated" not in causes
     said = {"steady": "the logs cannot tell", "alike": "scored the same as the cut ones",
             "higher": "the cut ones do not score lower"}
-    kind = "alike" if cut_reward == uncut_reward else "steady" if "steady" in shares else "higher"
-    if late >= 0.5:
+    kind = ("few" if few else "alike" if cut_reward == uncut_reward else "steady" if "steady" in shares
+            else "higher")
+    said["few"] = "too few to tell"
+    if late >= 0.5 and not (few and cut_reward == uncut_reward):  # a constant reward is named, not the cut
         assert f"{late:.0%} of the completions are cut" in found.explanation and said[kind] in found.explanation, \
             found.explanation
     if cut_reward == uncut_reward == 0.0:

@@ -278,3 +278,96 @@ def test_the_rewards_trend_gives_the_findings_it_must_and_none_it_must_not(tmp_p
     found = {f.code for f in diagnose_run(DiagnoseRequest(source=str(path), validate_patches=False)).findings}
     want = {"reward_flat": flat and n >= FLAT_MIN_POINTS, "reward_falling": falling}
     assert {code: code in found for code in want} == want, (trend, n, found)
+
+
+# ---------------------------------------------------------------- zero spread: a low success rate, or something else
+# Walk 9: 1 prompt per step x 8 completions, a 0/1 reward paying ~4%, 2 of 3 logged groups without spread, 88% of
+# completions cut: blamed on truncation ("more generations would not help") and chained to the learning rate.
+# Rows: (success rate p, num_generations G, groups per log, logs, observed zero-spread share, kl by log or None)
+# -> the cause named. Each log's reward is built from whole successes (a 0/1 reward: mean s/n, TRL's unbiased std).
+LOW_RATE, OTHER, CUT, RATE = "low success rate", "other", "completions_truncated", "lr_out_of_range"
+ZERO_SPREAD = [
+    # the walk's run: 1 success in 24, 3 groups, 2 without spread: what p = 4% predicts at G = 8 (71%)
+    (1 / 24, 8, 1, 3, 2 / 3, [0.0, 0.0176, 0.0445], LOW_RATE),
+    (1 / 24, 8, 1, 3, 2 / 3, None, LOW_RATE),
+    (0.05, 8, 8, 5, 0.7, None, LOW_RATE),  # 40 groups, 28 without spread: p = 5% predicts 66%
+    (0.25, 4, 1, 3, 2 / 3, None, LOW_RATE),  # predicts 32%: 2 of 3 has 24% chance, 3 groups tell little
+    (0.25, 4, 8, 5, 0.7, None, OTHER),  # the same share on 40 groups is far above 32%: not the rate
+    (0.5, 8, 8, 5, 0.9, None, OTHER),  # p = 50% predicts 1%
+    (0.0, 8, 1, 3, 1.0, None, CUT),  # nothing paid and too few ended to tell: the cut is the one cause left
+    # the KL grew past 0.1 and 12 groups lost their spread after it: the rate's
+    (0.1, 4, 2, 8, 0.75, [0.0, 0.01, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0], RATE),
+    (0.1, 8, 1, 3, 2 / 3, [0.0, 3.0, 3.0], LOW_RATE),  # the KL grew, but 2 groups after it tell nothing
+]
+
+
+def zero_spread_rows(p: float, g: int, per_log: int, logs: int, share: float, kl: list | None) -> list[dict]:
+    """`logs` logs of `per_log` groups of g completions, round(share x groups) of them without spread (all 0), the
+    round(p x completions) successes spread over the others (at least 1 and at most g - 1 each), 88% cut."""
+    groups = per_log * logs
+    zero = round(share * groups)
+    successes = [0] * groups
+    spread = list(range(groups - zero))  # the first groups have spread, as a run whose spread goes
+    left = round(p * groups * g)
+    for i in spread:
+        successes[i] = 1
+    left -= len(spread)
+    assert left >= 0, "each group with spread needs a success"
+    for i in spread * g:
+        if left and successes[i] < g - 1:
+            successes[i] += 1
+            left -= 1
+    rows, n = [], per_log * g
+    for log in range(logs):
+        mine = successes[log * per_log:(log + 1) * per_log]
+        mean = sum(mine) / n
+        rows.append({"step": log + 1, "loss": 0.0, "grad_norm": 0.5, "learning_rate": 1e-6, "reward": mean,
+                     "reward_std": math.sqrt(mean * (1 - mean) * n / (n - 1)),
+                     "frac_reward_zero_std": sum(s in (0, g) for s in mine) / per_log,
+                     "kl": kl[log] if kl else 0.0, "entropy": 0.8, "completions/mean_length": 15.0,
+                     "completions/clipped_ratio": 0.875})
+    return rows
+
+
+@pytest.mark.parametrize("p, g, per_log, logs, share, kl, cause", ZERO_SPREAD)
+def test_zero_spread_names_a_low_success_rate_only_where_it_predicts_the_share(tmp_path, workspace, p, g, per_log,
+                                                                                 logs, share, kl, cause):
+    config = {**CONFIG, "num_generations": g, "per_device_train_batch_size": g * per_log, "max_completion_length": 16,
+              "learning_rate": 1e-3 if kl else 1e-6}
+    run = run_with(workspace, zero_spread_rows(p, g, per_log, logs, share, kl))
+    (run / "train" / "config.yaml").write_text(yaml.safe_dump(config))
+    d = diagnose_run(DiagnoseRequest(source=str(run), validate_patches=False))
+    found = next(f for f in d.findings if f.code == "no_reward_signal")
+    text = found.explanation
+    assert "would not help" not in text or cause == CUT, text
+    if cause == LOW_RATE:
+        assert found.caused_by is None and "a low success rate predicts" in text, (found.caused_by, text)
+        assert f"rests on {per_log * logs} group(s)" in text and f"num_generations {2 * g}" in text, text
+        assert "prompts per step" in text and "SFT warm start" in text, text
+        assert found.patch["num_generations"] == 2 * g, found.patch
+    else:
+        assert "a low success rate predicts" not in text, text
+        assert found.caused_by == (cause if cause == RATE else None), (found.caused_by, text)
+        assert ("because their completions are cut" in text) == (cause == CUT), text
+
+
+def test_diagnose_run_reads_a_run_by_its_short_name_as_every_run_command_does(workspace):
+    """Walk 9: `diagnose-run letters` said "no such file or directory: letters" where every other command read the
+    run runs/<date>-letters. The short name reads that run; a log file's path still reads as a log; a name two runs
+    share is refused naming the field."""
+    from conftest import run_cli, run_cli_json
+
+    named = workspace / "runs" / "2026-12-06-letters"
+    (named / "train").mkdir(parents=True)
+    (named / "train" / "config.yaml").write_text(yaml.safe_dump({**CONFIG, "num_generations": 8}))
+    write_signed_lines(named / "train" / "logs" / "progress.jsonl", zero_spread_rows(1 / 24, 8, 1, 3, 2 / 3, None))
+    (named / "train" / "logs" / "stdout.log").write_text("{'loss': 0.0, 'reward': 0.125, 'epoch': 0.01}\n")
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    proc, data = run_cli_json("diagnose-run", "letters", "--no-validate", env=env, cwd=workspace)
+    assert proc.returncode == 1 and data["source"] == str(named.resolve()), (proc.stderr, data)
+    assert data["source_kind"] == "run_dir" and data["steps_logged"] == 3
+    proc, data = run_cli_json("diagnose-run", str(named / "train" / "logs" / "stdout.log"), "--no-validate", env=env)
+    assert data["source_kind"] == "log", (proc.stderr, data)
+    (workspace / "runs" / "2026-12-07-letters").mkdir()
+    proc = run_cli("diagnose-run", "letters", "--no-validate", env=env, cwd=workspace)
+    assert proc.returncode == 2 and "source:" in proc.stderr and "2026-12-07-letters" in proc.stderr, proc.stderr

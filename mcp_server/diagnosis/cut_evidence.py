@@ -10,8 +10,9 @@ batch) and the completions a log covers (per_device_train_batch_size x gradient_
 num_iterations per optimizer step, times the steps between logs). A log's reward is c x (the cut ones' mean) +
 (1 - c) x (the finished ones' mean), so:
 
-- too few finished completions (under MIN_UNCUT over the late half of the logs) cannot tell: the cut is blamed and
-  the finding says so (lengthening the limit is what shows whether finished answers score);
+- too few finished completions (under MIN_UNCUT over the late half of the logs) cannot tell (lengthening the limit
+  is what shows whether finished answers score): the cut is blamed for groups scoring alike only where nothing was
+  paid either (success_rate.cut_is_cause: with a success rate to read, it says whether that rate predicts them);
 - a log with both kinds and reward_std 0 scored every completion alike: the finished ones scored what the cut
   ones did, so the cut is not why they score alike;
 - across logs whose cut share moves, the least-squares line of reward on the cut share gives both means (at c = 0
@@ -47,7 +48,8 @@ class CutEvidence:
 
     @property
     def blamed(self) -> bool:
-        """Truncation is the cause: the cut ones score lower, or too few completions ended to tell."""
+        """Truncation may be the cause: the cut ones score lower, or too few completions ended to tell (for groups
+        scoring alike, success_rate.cut_is_cause decides)."""
         return self.verdict in ("too_few", "lower")
 
     def because(self) -> str:
@@ -68,24 +70,38 @@ class CutEvidence:
             return (f" {share}, but the cut ones do not score lower (about {self.cut_reward:.3g} against "
                     f"{self.uncut_reward:.3g} for those that ended, the reward fitted on the cut share): the cut is "
                     "not why they score alike.")
+        if self.verdict == "too_few":
+            return (f" {share}, and only about {self.uncut} completion(s) ended over the last {self.logs} log(s): too "
+                    "few to tell whether finished ones would score better, so the cut is not named as the cause "
+                    "(read the samples; lengthening the limit is what shows it).")
         if self.verdict == "unknown":
             return (f" {share}; whether the cut ones are the ones scoring lower the logs cannot tell (the cut share "
                     "did not move between logs): read the samples before lengthening the limit.")
         return ""
 
 
-def completions_per_log(ctx: Ctx) -> float:
-    """Completions one log covers: generated per optimizer step times the steps between logs."""
+def completions_per_step(ctx: Ctx) -> float:
+    """Completions generated per optimizer step (per_device_train_batch_size x gradient_accumulation_steps x GPUs /
+    num_iterations)."""
     def number(key: str, fallback: int) -> int:
         value = ctx.get(key, fallback)
         return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else fallback
 
     gpus = getattr(ctx.run.request, "num_gpus", None)
-    per_step = (number(FIELD.per_device_train_batch_size, 8) * number(FIELD.gradient_accumulation_steps, 1)
-                * (gpus if isinstance(gpus, int) and gpus > 0 else 1) / number("num_iterations", 1))
+    return (number(FIELD.per_device_train_batch_size, 8) * number(FIELD.gradient_accumulation_steps, 1)
+            * (gpus if isinstance(gpus, int) and gpus > 0 else 1) / number("num_iterations", 1))
+
+
+def steps_per_log(ctx: Ctx) -> float:
+    """Optimizer steps between logs (the median gap; 1 for a single log)."""
     steps = [r["step"] for r in ctx.run.rows]
     gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
-    return per_step * (statistics.median(gaps) if gaps else 1)
+    return statistics.median(gaps) if gaps else 1
+
+
+def completions_per_log(ctx: Ctx) -> float:
+    """Completions one log covers: generated per optimizer step times the steps between logs."""
+    return completions_per_step(ctx) * steps_per_log(ctx)
 
 
 def cut_evidence(ctx: Ctx) -> CutEvidence | None:
@@ -117,12 +133,3 @@ def cut_evidence(ctx: Ctx) -> CutEvidence | None:
 
 def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def cut_explains(ctx: Ctx, effect: str) -> bool:
-    """Whether completions_truncated can cause `effect`: groups scoring alike or a reward that never pays only where
-    the evidence blames the cut; its other effects (a falling or flat reward) as the registry declares."""
-    if effect not in ("no_reward_signal", "signal_lost", "task_never_scores", "reward_never_pays"):
-        return True
-    found = cut_evidence(ctx)
-    return found is None or found.blamed

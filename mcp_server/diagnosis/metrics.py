@@ -29,7 +29,7 @@ from mcp_server.diagnosis.progress_log import (  # noqa: F401 - read_progress_re
     PROGRESS_EXACT_BYTES, PROGRESS_SAMPLE, PROGRESS_TAIL, ProgressRecords, read_progress_records, run_progress,
     unsigned_note)
 from mcp_server.userfiles import load_config_file
-from mcp_server.workspace import runs_root, workspace_root
+from mcp_server.workspace import dated_run, runs_root, workspace_root
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")  # a bare stdout log (SLURM's slurm-<job>.out, a .err), any case
 ACCEPTED = (
@@ -82,7 +82,8 @@ class LoadedRun:
 
 # ---------------------------------------------------------------- locating files
 def resolve_path(value: str | Path, field_name: str) -> Path:
-    """An existing path as given, else relative to the workspace root or runs/ (so a run name works)."""
+    """An existing path as given, else relative to the workspace root or runs/ (so a run name works), else a run
+    named without its date (`letters` for runs/<date>-letters, walk 9)."""
     text = str(value).strip()
     if not text:
         raise UserInputError(field_name, f"empty path; give {ACCEPTED}")
@@ -92,6 +93,12 @@ def resolve_path(value: str | Path, field_name: str) -> Path:
             return candidate.resolve()
         if candidate.exists():  # a device or a pipe: reading it may never end
             raise UserInputError(field_name, f"{text} is not a regular file or a directory. Give {ACCEPTED}.")
+    try:  # a run's name without its date, as every run command reads it (runs.resolve_run): `letters`
+        named = dated_run(text)
+    except UserInputError as exc:  # several runs share the name
+        raise UserInputError(field_name, str(exc).removeprefix(f"{exc.field}: ")) from None
+    if named is not None:
+        return named
     raise UserInputError(field_name, f"no such file or directory: {text}. Give {ACCEPTED}.")
 
 

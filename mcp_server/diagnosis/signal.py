@@ -26,6 +26,7 @@ from mcp_server.diagnosis.context import (
 from mcp_server.diagnosis.cut_evidence import cut_evidence
 from mcp_server.diagnosis.environment import training_ended
 from mcp_server.diagnosis.samples import rule_never_terminate
+from mcp_server.diagnosis.success_rate import cut_is_cause, spread_lost_after_kl, success_rate
 from mcp_server.recipe.models import DEFAULT_EXTRA_ROUNDS, MAX_EXTRA_ROUNDS
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
 
@@ -53,21 +54,29 @@ def rule_no_signal(ctx: Ctx) -> list[DiagnosisFinding]:
     rewards = finite(v for _, v in ctx.series("reward"))
     constant = bool(rewards) and max(rewards) - min(rewards) < 1e-9 and all(v <= 1e-6 for _, v in std)
     clipped = [v for _, v in ctx.finite_series("completions/clipped_ratio")]
-    # the cut is the cause only where the logs say the cut ones score lower, or too few ended to tell (issue 49)
+    # the cut is the cause only where the logs say the cut ones score lower, or nothing was paid and too few ended
+    # to tell (issue 49; walk 9: too few to tell, with a low success rate that predicts the share, is not enough)
     cut = cut_evidence(ctx) if clipped and ends(clipped, 0.5)[1] >= CLIPPED_ERROR else None
+    rate = success_rate(ctx) if metric != KEPT else None
     cause = ("completions_never_terminate" if rule_never_terminate(ctx) else
-             "completions_truncated" if cut is not None and cut.blamed else None)
+             "completions_truncated" if cut_is_cause(cut, rate) else None)
     if cause:
         measured = (f"{ends(clipped, 0.5)[1]:.0%} of the completions cut at the end" if clipped else
                     "the completions never end")  # said as measured: the cause's own finding may not be listed
         why = f"; {cut.because()}" if cause == "completions_truncated" and cut is not None else ""
+        sure = cause != "completions_truncated" or (cut is not None and cut.verdict == "lower")
         found = finding("no_reward_signal", "error" if share >= ZERO_STD_ERROR else "warning", evidence,
                         f"{share:.0%} of the groups had zero reward spread, because their completions are cut at "
-                        f"max_completion_length and all scored alike ({measured}{why}): fix that first. More "
-                        "generations or an easier task would not help.")
+                        f"max_completion_length and all scored alike ({measured}{why}): fix that first."
+                        + (" More generations or an easier task would not help." if sure else
+                           " No completion was paid, so no success rate can be read from these logs."))
         found.caused_by = cause
         return [found]
     note = cut.not_the_cause() if cut is not None else ""
+    if rate is not None and rate.fits and not constant and not spread_lost_after_kl(ctx):  # not a collapse's
+        return [finding("no_reward_signal", "error" if share >= ZERO_STD_ERROR else "warning", evidence,
+                        rate.explanation(share) + dynamic_sampling_advice(share, False) + note,
+                        more_generations_patch(ctx))]
     if constant:
         evidence.append(Evidence(metric="reward", step=ctx.series("reward")[-1][0], value=rewards[-1]))
         if rewards[0] == 0:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mcp_server.diagnosis.context import Ctx
-from mcp_server.diagnosis.cut_evidence import cut_explains
+from mcp_server.diagnosis.success_rate import cut_explains, spread_lost_after_kl
 from mcp_server.diagnosis.models import DiagnosisFinding
 from mcp_server.diagnosis.registry import REGISTRY, RULE_OF, TRIAGE_ORDER
 
@@ -59,6 +59,8 @@ def can_cause(ctx: Ctx, cause: DiagnosisFinding, effect: DiagnosisFinding) -> bo
         low = lr is not None and lr < ctx.lr_range()[0]
         if low != (effect.code == "reward_flat"):
             return False
+        if effect.code == "no_reward_signal" and not spread_lost_after_kl(ctx):
+            return False  # walk 9: groups without spread before the KL grew, or too few after it, are not the rate's
     if cause.onset is None:
         return True
     if effect.onset is None:
