@@ -48,8 +48,15 @@ def foreign_package() -> str | None:
 
 def _under(origin: str, roots) -> bool:
     """Whether file `origin` lies under one of `roots` (each ending in os.sep), as written or with its links
-    resolved."""
-    return any(f(origin).startswith(root) for f in (os.path.abspath, os.path.realpath) for root in roots)
+    resolved. Each form is computed once, not once per root: the trainer's check runs this on every imported
+    module."""
+    return any(any(path.startswith(root) for root in roots) for path in _forms(origin))
+
+
+def _forms(path: str):
+    """`path` as written (absolute), then with its links resolved; the second only when asked for."""
+    yield os.path.abspath(path)
+    yield os.path.realpath(path)
 
 
 def foreign_site_hooks() -> list[str]:
@@ -107,8 +114,7 @@ def foreign_path_entries() -> list[str]:
         if not isinstance(entry, str) or not isinstance(sys.path_importer_cache.get(entry), files):
             continue  # a path hook's own finder, not a folder
         where = os.path.abspath(entry or ".")
-        inside = any((f(where).rstrip(os.sep) + os.sep).startswith(root)
-                     for f in (os.path.abspath, os.path.realpath) for root in roots)
+        inside = any(any((form.rstrip(os.sep) + os.sep).startswith(root) for root in roots) for form in _forms(where))
         if not ({where, os.path.realpath(where)} & exact or inside):
             found.append(entry)
     return found
