@@ -158,5 +158,6 @@ def test_a_reward_helper_imported_from_a_zip_archive_is_refused_in_words(workspa
                             rewards=[{"name": f"zrew_{tag}.scored"}])
     proc = run_cli("inspect-rewards", str(run_dir), env={"LLM_FINETUNING_WORKSPACE": str(workspace)}, cwd=workspace)
     assert proc.returncode == 2 and "unexpected" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert f"module 'zhelp_{tag}' is imported from {archive} (a zip archive on sys.path)" in proc.stderr, proc.stderr
-    assert "unpack the archive" in proc.stderr and not (run_dir / "inspection" / "review.json").exists()
+    # named where the import happens (rewards/source_only.py refuses a user zip archive on sys.path)
+    assert f"zhelp_{tag} would be imported from the zip archive {archive}" in proc.stderr, proc.stderr
+    assert "unpack it" in proc.stderr and not (run_dir / "inspection" / "review.json").exists()
