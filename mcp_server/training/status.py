@@ -118,6 +118,7 @@ def plot_progress(run: Run, lines: list[dict]) -> Path | None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(len(PLOTTED), 1, figsize=(7, 2.0 * len(PLOTTED)), sharex=True)
     for ax, (key, label) in zip(axes, PLOTTED):
@@ -129,10 +130,14 @@ def plot_progress(run: Run, lines: list[dict]) -> Path | None:
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 1.25 or 1.75 (walk 9)
     fig.suptitle(run.name)
     fig.tight_layout()
-    try:
-        return atomic_save_figure(fig, run.progress_plot, dpi=90, metadata={"Description": PLOT_MARK})
+    low, high = axes[-1].get_xlim()
+    ticks = ", ".join(f"{t:g}" for t in axes[-1].get_xticks() if low <= t <= high)
+    try:  # the step ticks drawn, also as text in the PNG: what a reader (or a test) can check without seeing it
+        return atomic_save_figure(fig, run.progress_plot, dpi=90,
+                                  metadata={"Description": PLOT_MARK, "Comment": f"step ticks: {ticks}"})
     except OSError as exc:  # crosses the worker as an input error: the status still answers (_plot)
         raise UserInputError("plot", f"progress.png could not be written ({exc.strerror or exc})") from None
     finally:
