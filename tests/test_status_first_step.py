@@ -27,6 +27,8 @@ TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_si
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000,
         "max_position_embeddings": 512, "torch_dtype": "float32"}
 READING = {"flops": 5e9, "bandwidth": 3e9, "threads": 2, "op_s": 200e-6, "sync_s": 1e-3, "share": 1.0}
+UNLIKE = [READING, {**READING, "sync_s": 0.09, "share": 0.1}, {**READING, "flops": 20e9, "bandwidth": 10e9,
+                                                              "op_s": 35e-6, "sync_s": 35e-6}]  # other machines' states
 
 
 @pytest.fixture
@@ -45,7 +47,8 @@ def live(tmp_path):
         cache = tmp_path / "cache"
         cache.mkdir()
         now = {**READING, "measured_at": time.time()}
-        (cache / "cpu_probe.json").write_text(json.dumps({"2": {**now, "readings": [now]}}))
+        readings = [{**r, "measured_at": time.time()} for r in UNLIKE]
+        (cache / "cpu_probe.json").write_text(json.dumps({"2": {**now, "readings": readings}}))
         yield run_dir, {"LLM_FINETUNING_WORKSPACE": str(tmp_path), "LLM_FINETUNING_CACHE": str(cache),
                         "OMP_NUM_THREADS": "2"}
     finally:
@@ -82,3 +85,23 @@ def test_status_before_the_first_step_says_the_time_and_the_overrun(live, began_
     overdue = re.search(r"step 1 running for (\d+) s, longer than the (\d+) s estimated \(([\d.]+) h over\)", message)
     assert overdue and abs(int(overdue[1]) - began_ago) < 60 and int(overdue[2]) == round(estimate), message
     assert float(overdue[3]) == pytest.approx((began_ago - estimate) / 3600, abs=0.06), message
+
+
+@pytest.mark.slow
+def test_the_status_splits_the_step_as_the_emission_did(live, monkeypatch):
+    """Walk 9: emit-config said "generation 3.4 min, training 3.1 min", training-status "generation 73 s, training
+    4.4 min" for the same run. The status (CLI, the run's own threads taken off the load) and the estimate as
+    emission makes it (step_estimate, in this process at this machine's load) split the step alike: the same stored
+    probe of unlike readings."""
+    from test_estimates import _split
+
+    from mcp_server.memory.estimate import step_estimate
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+
+    run_dir, env = live
+    status = _status(run_dir, env)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    emitted = step_estimate(RunSpec.of_run(Run(run_dir)), measure=False)
+    assert abs(_split(status["message"]) - _split(emitted.text)) < 0.02, (status["message"], emitted.text)
