@@ -259,3 +259,26 @@ def test_a_long_cpu_emission_says_its_time_and_a_rehearsal_that_finishes(workspa
     assert f"; {advice[3]} steps: about " in rehearsal and "Long for a CPU" not in rehearsal, rehearsal
     gpu = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="H100", run_name="gpu"))
     assert gpu.cpu_time is None
+
+
+def _split(text: str) -> float:
+    """The generation share of a step estimate's words: "generation X, training Y", each "N s" or "N min"."""
+    found = re.search(r"generation ([\d.]+) (s|min|h), training ([\d.]+) (s|min|h)", text)
+    assert found, text
+    unit = {"s": 1, "min": 60, "h": 3600}
+    generation, training = float(found[1]) * unit[found[2]], float(found[3]) * unit[found[4]]
+    return generation / (generation + training)
+
+
+def test_the_step_split_is_the_same_at_emission_and_while_running_at_any_load(workspace, monkeypatch):
+    """Walk 9: emit-config said "generation 3.4 min, training 3.1 min" and training-status "generation 73 s, training
+    4.4 min" for the same run: each gave the breakdown of the one reading nearest its figure, at its own load (the
+    emission's, the running run's less its own threads). The split now depends on the readings alone. Constructed
+    readings of unlike machines (a decode barrier that dominates, one that does not) and loads."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    spec = RunSpec.of_run(Run(emit_run("split")))
+    readings = [reading(0.10, 0.090), reading(1.0, 35e-6, op_s=35e-6, flops=20e9, bandwidth=10e9),
+                reading(0.05, 0.400, op_s=1e-3, flops=2e9, bandwidth=1e9), reading(0.5, 0.01, flops=8e9)]
+    shares = {(running, load): _split(step_estimate(spec, load=(load, 2), running=running, readings=readings).text)
+              for running in (False, True) for load in (0.5, 3.0, 10.0, 16.0)}
+    assert max(shares.values()) - min(shares.values()) < 0.02, shares

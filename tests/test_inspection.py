@@ -343,6 +343,10 @@ def test_gate_opens_on_a_current_pass_and_closes_when_reward_or_samples_change(w
     assert proc.returncode == 0, proc.stderr
     assert inspected["route"] == "review" and inspected["base_success_rate"] > 0
     assert inspected["success_rule"].startswith("total reward > 0")
+    # Walk 9: the rule is worded from what is configured: a person's reward is of unknown role, not "no task reward".
+    rule = "the rule for rewards of unknown role: h6_user_rewards.nonempty_reward is your own reward"
+    assert rule in inspected["success_rule"] and "no task reward" not in inspected["success_rule"], inspected
+    assert rule in Path(inspected["review_md_path"]).read_text()
     gate = check_inspection_gate(run_dir)
     assert not gate.passed and "no verdict" in gate.reason
 

@@ -93,3 +93,20 @@ def test_the_read_only_server_draws_no_plot_and_says_so(workspace):
     proc, status = run_cli_json("training-status", str(mine), "--plot", env=env)
     assert status["plot_path"] is None and "read-only" in status["note"], status
     assert (mine / "progress.png").read_bytes() == MINE
+
+
+@pytest.mark.slow
+def test_the_plot_ticks_whole_steps(workspace):
+    """Walk 9: three logged steps drew x ticks at 1.25 and 1.75. The ticks are whole steps; the plot carries the
+    ticks it drew as text (a PNG Comment), read here through the CLI's plot."""
+    from PIL import Image
+
+    run = workspace / "runs" / "2026-01-03-three"
+    (run / "train" / "logs").mkdir(parents=True)
+    write_signed_lines(run / "train" / "logs" / "progress.jsonl", ROWS[:3])
+    proc, status = run_cli_json("training-status", str(run), "--plot", env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+    assert status["plot_path"] == str(run / "progress.png"), proc.stderr
+    with Image.open(run / "progress.png") as image:
+        comment = image.text["Comment"]
+    ticks = [float(t) for t in comment.removeprefix("step ticks: ").split(", ")]
+    assert ticks == [1.0, 2.0, 3.0], comment

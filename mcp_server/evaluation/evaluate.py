@@ -383,13 +383,14 @@ def eval_budget(request: EvaluateRequest) -> tuple[int, str]:
     return int(value or EVAL_TOKENS), f"{run.name}'s max_completion_length" + ("" if value else " unset: the default")
 
 
-def eval_plan(model_ref, goldens: int, budget: int, batch_size: int = 64) -> dict:
+def eval_plan(model_ref, goldens: int, budget: int, batch_size: int = 64, base=None) -> dict:
     """sample_completions' plan for greedy decoding of `goldens` rows, before the model decodes (evaluate_model's,
-    and each of promote_checkpoint's evaluations: issue 49, minutes of "starting" with no figure)."""
+    and each of promote_checkpoint's evaluations: issue 49, minutes of "starting" with no figure); a checkpoint
+    has its base model's size (`base`, or the one its adapter names: model_size)."""
     import torch
 
     return sampling_plan(goldens, 1, budget, batch_size, "transformers", torch.cuda.is_available(),
-                         torch.get_num_threads(), *model_size(model_ref), goldens=True)
+                         torch.get_num_threads(), *model_size(model_ref, base), goldens=True)
 
 
 def _written_note(request: EvaluateRequest, result: EvaluationResult, path: Path, pin: dict | None) -> str:

@@ -144,10 +144,10 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     if verdict != "PROMOTE" and not request.allow_unpromoted:
         if mismatch:
             raise UserInputError("checkpoint", f"{mismatch}: run promote_checkpoint on it, or set allow_unpromoted "
-                                 "to export it unjudged (the model card will say so)")
+                                 "(CLI: --allow-unpromoted) to export it unjudged (the model card will say so)")
         raise UserInputError(
             "run", f"{run.name} has no PROMOTE verdict ({verdict or 'never judged'}): run promote_checkpoint "
-            "first, or set allow_unpromoted to export anyway (the model card will say so)",
+            "first, or set allow_unpromoted (CLI: --allow-unpromoted) to export anyway (the model card will say so)",
         )
 
     if run.export.exists() and not request.archive_previous:

@@ -65,6 +65,8 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     refusal = checkpoint_refusal(run, config, ckpt, bool(request.checkpoint))
     if refusal:
         raise refusal
+    report(0, None, f"judging {ckpt} of {run.name}: the checkpoint on the baseline's goldens, then the base model "
+                    "and the checkpoint on the drift suite (each stage says its plan before it decodes)")  # walk 9
     base_ref = resolve_loadable(base)
     eval_root()  # eval/ a link leading outside the workspace: refused before anything is decoded or written
     baseline_file, baseline, choice = choose_baseline(run, request, config, base, base_ref, report)
@@ -74,11 +76,12 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
     max_new_tokens = int(baseline["max_new_tokens"])
     rows = load_goldens(goldens)
+    # the stage's plan first, then the load (walk 9: 69 s of silence, then "a model of unknown size")
+    stage = stage_report(report, "checkpoint on the goldens", eval_plan(ckpt, len(rows), max_new_tokens, base=base))
     ckpt_sha, ckpt_loaded = hashed_load(ckpt)  # what loaded is the checkpoint of that hash (round 10, F4)
     read = reads.Reads()
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
-                          report=stage_report(report, "checkpoint on the goldens",
-                                              eval_plan(ckpt, len(rows), max_new_tokens)), read=read)
+                          report=stage, read=read)
     same_inputs(baseline_file, baseline, read.pins())
     passed, rate, low, high = summarise(items)
     base_rate = float(baseline["pass_rate"])

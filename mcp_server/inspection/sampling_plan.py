@@ -9,8 +9,10 @@ minutes. The estimate below puts that at about an hour (8 generate calls of 64 s
 
 from __future__ import annotations
 
+import json
 import math
 import time
+from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.generation import DecodeProgress, duration
@@ -32,14 +34,30 @@ def default_num_prompts(on_gpu: bool) -> int:
     return RATE_PROMPTS if on_gpu else CPU_PROMPTS
 
 
-def model_size(model) -> tuple[int | None, int | None, int]:
+def model_size(model, base=None) -> tuple[int | None, int | None, int]:
     """(parameters, layers, hidden size) from the model's config, offline (a local directory, 'tiny', the catalog);
+    a LoRA adapter (a trainer's checkpoint: adapter_config.json, no config.json) has its base model's, named there,
+    else `base`'s (the run's base model; walk 9: a checkpoint was "a model of unknown size" with no time estimate);
     (None, None, 0) when unknown."""
+    for name in (model, _adapter_base(model), base):
+        if name is None:
+            continue
+        try:
+            _, arch = architecture_of(str(name))
+        except UserInputError:
+            continue
+        return count_params(arch).total, arch.num_hidden_layers, arch.hidden_size
+    return None, None, 0
+
+
+def _adapter_base(model) -> str | None:
+    """The base model a LoRA adapter directory names (adapter_config.json's base_model_name_or_path), else None."""
     try:
-        _, arch = architecture_of(str(model))
-    except UserInputError:
-        return None, None, 0
-    return count_params(arch).total, arch.num_hidden_layers, arch.hidden_size
+        with open(Path(str(model)) / "adapter_config.json", encoding="utf-8") as handle:
+            base = json.load(handle).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return base if isinstance(base, str) and base else None
 
 
 def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int, engine: str, on_gpu: bool,

@@ -124,5 +124,10 @@ def success_rule_text(specs: list[RewardSpec], threshold: float | None) -> str:
     form = [s.name for s in specs if is_format_spec(s)]
     if task:
         return "every task and format reward scores > 0 (" + ", ".join(task + form) + ")"
-    return "total reward > 0" + (f" and {', '.join(form)} > 0" if form else "") + \
-        " (no task reward such as correctness_reward is configured)"
+    rule = "total reward > 0" + (f" and {', '.join(form)} > 0" if form else "")
+    own = list(dict.fromkeys(s.name.strip() for s in specs if role_of(s) is None))
+    if own:  # a person's reward: not known to be a task reward, nor known not to be one (walk 9)
+        return (f"{rule} (the rule for rewards of unknown role: {', '.join(own)} "
+                f"{'is your own reward' if len(own) == 1 else 'are your own rewards'}, not declared task, format or "
+                "shape; give success_threshold for another rule)")
+    return f"{rule} (none of the rewards configured is a task reward: {', '.join(s.name for s in specs)})"

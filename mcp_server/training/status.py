@@ -118,6 +118,7 @@ def plot_progress(run: Run, lines: list[dict]) -> Path | None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(len(PLOTTED), 1, figsize=(7, 2.0 * len(PLOTTED)), sharex=True)
     for ax, (key, label) in zip(axes, PLOTTED):
@@ -129,10 +130,14 @@ def plot_progress(run: Run, lines: list[dict]) -> Path | None:
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 1.25 or 1.75 (walk 9)
     fig.suptitle(run.name)
     fig.tight_layout()
-    try:
-        return atomic_save_figure(fig, run.progress_plot, dpi=90, metadata={"Description": PLOT_MARK})
+    low, high = axes[-1].get_xlim()
+    ticks = ", ".join(f"{t:g}" for t in axes[-1].get_xticks() if low <= t <= high)
+    try:  # the step ticks drawn, also as text in the PNG: what a reader (or a test) can check without seeing it
+        return atomic_save_figure(fig, run.progress_plot, dpi=90,
+                                  metadata={"Description": PLOT_MARK, "Comment": f"step ticks: {ticks}"})
     except OSError as exc:  # crosses the worker as an input error: the status still answers (_plot)
         raise UserInputError("plot", f"progress.png could not be written ({exc.strerror or exc})") from None
     finally:
@@ -196,8 +201,40 @@ def _eta(steps_left: int, speed: float, last_step_time: float | None, step: int)
     rest = max(steps_left - 1, 0) / speed
     if steps_left == 0 or running < 1 / speed:
         return max(whole - running, rest), ""
-    return (rest or None), (f"; step {step + 1} running for {running:.0f} s, longer than the {1 / speed:.0f} s "
-                            "steps so far")
+    return (rest or None), _overdue(step + 1, running, 1 / speed, "steps so far")
+
+
+def _overdue(step: int, running: float, expected: float, of: str) -> str:
+    """The words for a step under way past the time it was expected to take: by how much, and against what."""
+    return (f"; step {step} running for {running:.0f} s, longer than the {expected:.0f} s {of} "
+            f"({_duration(running - expected)} over)")
+
+
+def _before_first_step(run: Run, derived: DerivedState, estimate, max_steps: int | None) -> str:
+    """What a live run with no step logged says (walk 9: nine minutes of "no step logged yet" with no time said and
+    no word of the estimate passed): how long since the trainer began training (its signed train-begin record of
+    this launch), else since the launch (the model still loading); past the estimate, by how much."""
+    where = "no step logged yet"
+    begin = signed_record(run, run.train_begin, derived.record) or {}
+    began = _seconds(begin.get("time"))
+    launched = _seconds((derived.record or {}).get("started_ts"))
+    overdue = ""
+    if began is not None:
+        running = max(time.time() - began, 0.0)
+        where += f", training began {_duration(running)} ago"
+        if estimate is not None and running > estimate.step_s:
+            overdue = _overdue((_count(begin.get("global_step")) or 0) + 1, running, estimate.step_s, "estimated")
+    elif launched is not None:
+        where += f", training not begun: launched {_duration(max(time.time() - launched, 0.0))} ago (loading)"
+    if estimate is not None:
+        overdue += f"; first step expected {estimate.text}" + (
+            f", so {max_steps} steps take about {_hours(estimate.step_s * max_steps)}" if max_steps else "")
+    return where + overdue
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min" if seconds < 5400 else \
+        f"{seconds / 3600:.1f} h"
 
 
 def _hours(seconds: float) -> str:
@@ -268,9 +305,8 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         message = f"{run.name} failed ({code}); last log line: {tail[-1] if tail else '(empty log)'}"
     else:
         where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
-        if estimate is not None:
-            where += f"; first step expected {estimate.text}" + (
-                f", so {max_steps} steps take about {_hours(estimate.step_s * max_steps)}" if max_steps else "")
+        if step is None and state in ("starting", "running"):
+            where = _before_first_step(run, derived, estimate, max_steps)
         message = f"{run.name} {STATE_WORDS.get(state, 'is ' + state)}, {where}" + overdue + (
             f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") if eta is not None else "")
     message += launcher_of(derived.record).status_text(derived)
