@@ -1725,8 +1725,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "as a file in the run directory: launch_training refuses the launch as 'LD_PRELOAD: libtcmalloc_minimal.so.4 "
       "-> <run>/libtcmalloc_minimal.so.4' inside the workspace, and no launch from that shell can train"),
     M("m10-trainer-site-hook-link-refused", "gate", "mcp_server/training/trainer/verified_script.py",
-      "    return any(f(origin).startswith(root) for f in (os.path.abspath, os.path.realpath) for root in roots)",
-      "    return any(os.path.realpath(origin).startswith(root) for root in roots)",
+      "    yield os.path.abspath(path)\n    yield os.path.realpath(path)\n",
+      "    yield os.path.realpath(path)\n",
       "a distribution's own site hook that links out of the stdlib (Debian/Ubuntu's /usr/lib/python3.X/"
       "sitecustomize.py -> /etc/python3.X/sitecustomize.py) is judged foreign: every launch on a system Python "
       "refuses to train ('sitecustomize ... ran at this interpreter's start from outside its installation'), as does "
