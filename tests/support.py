@@ -127,7 +127,9 @@ def hand_made_run(workspace: Path, tiny_model, name: str, groups: list[list[str]
     run_dir = new_run_dir(name)
     data = workspace / f"{name}.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"Q{i}", "answer": g}) + "\n" for i, g in enumerate(golds)))
+    # one group a step: the config TRL accepts for training (the review reads the rows as the trainer does)
     config = {"model_name_or_path": str(tiny_model), "num_generations": len(groups[0]),
+              "per_device_train_batch_size": len(groups[0]),
               "datasets": [{"path": "json", "data_files": str(data), "split": "train"}]}
     atomic_write_text(run_dir / "train" / "config.yaml", yaml.safe_dump(config))
     atomic_write_json(run_dir / "train" / "rewards.json", rewards or TASK_REWARDS)
