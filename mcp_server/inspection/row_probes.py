@@ -39,7 +39,9 @@ from mcp_server.runs import Run
 
 KEY = "row_probes"  # review.json: the record (the verdict pins review.json)
 CAP = 20_000  # rows probed, the first in the data's order
-CHUNK = 512  # rows per reward call
+# each row scored alone, at review and at replay: a reward that reads its position in the batch scores a row
+# alike whichever rows a re-filter dropped
+CHUNK = 1
 JUDGES = frozenset({"rubric_judge"})  # built-in, yet its judge is outside the project's code
 # How the review scores a batch (review._score: called as TRL calls rewards), handed in by the caller.
 Score = Callable[[list, list, list], list]
