@@ -44,6 +44,18 @@ def _restore_cwd(monkeypatch):
     monkeypatch.chdir(os.getcwd())  # trainer_for moves into the run directory; this moves back after the test
 
 
+def edited(result, **fields):
+    """A valid emission whose train/config.yaml is then edited by hand to `fields`, as a person would: the recipe
+    refuses those values (a NOT VALID emission writes nothing, issue 49), and what they do when trained anyway is
+    what these tests measure."""
+    assert result.validation.valid, result.validation
+    path = Path(result.config_path)
+    config = yaml.safe_load(path.read_text())
+    config.update(fields)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return result
+
+
 def trainer_for(result, argv_extra=()):
     """The emitted train/train.py, imported, builds the trainer from the emitted config (nothing mocked), from
     the run directory as launch.sh does (the config's paths are relative to it)."""
@@ -66,15 +78,16 @@ def train_logs(result):
 def test_clips_act_only_where_the_variant_goes_off_policy(workspace, tiny_model, spread):
     # lr 5e-2: by construction the policy moves far between mini-batches of one generation batch.
     common = dict(model="tiny", gpu="cpu", rewards=[{"name": spread}])
-    overrides = {**TINY_RUN, "learning_rate": 5e-2, "max_steps": 2}
-    base = emit(run_name="clip-base", overrides=overrides, **common)
+    overrides = {**TINY_RUN, "max_steps": 2}
+    base = edited(emit(run_name="clip-base", overrides=overrides, **common), learning_rate=5e-2)
     assert "steps_per_generation" not in base.config  # on-policy: one generation batch per optimizer step
     for log in train_logs(base):  # the ratio is exactly 1 (old log-probs are the current ones, detached)
         assert log["clip_ratio/region_mean"] == 0.0
     for variant, mini_batches in (("dapo", 16), ("gspo", 4)):
         # 8-token completions are nearly all truncated, and DAPO would mask them all: the clip is under test here
         masked = {"mask_truncated_completions": False} if variant == "dapo" else {}
-        result = emit(run_name=f"clip-{variant}", variant=variant, overrides={**overrides, **masked}, **common)
+        result = edited(emit(run_name=f"clip-{variant}", variant=variant, overrides={**overrides, **masked},
+                             **common), learning_rate=5e-2)
         assert result.config["steps_per_generation"] == mini_batches * overrides["gradient_accumulation_steps"]
         logs = train_logs(result)
         # step 2 trains on a mini-batch sampled before the last update: the clip bites there
@@ -145,8 +158,8 @@ def test_full_finetune_weights_move_at_the_recipes_rate_and_pure_bf16_ones_do_no
     assert h100.config["dtype"] == "float32" and h100.config["bf16"] is True
     fractions = {}
     for dtype in ("float32", "bfloat16"):
-        result = emit(model="tiny", gpu="cpu", run_name=f"ft-{dtype}", rewards=[{"name": spread}],
-                      overrides={**TINY_RUN, "max_steps": 2, "bf16": True, "dtype": dtype})
+        result = edited(emit(model="tiny", gpu="cpu", run_name=f"ft-{dtype}", rewards=[{"name": spread}],
+                             overrides={**TINY_RUN, "max_steps": 2, "bf16": True}), dtype=dtype)
         assert result.config["learning_rate"] == 1e-6
         trainer = trainer_for(result)
         before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}

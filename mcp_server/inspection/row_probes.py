@@ -121,6 +121,10 @@ def review_rows(run: Run, score: Score, funcs: list, specs: list[RewardSpec], na
     record: dict = {"cap": CAP, "left_out": [names[r] for r in range(len(specs)) if r not in chosen], "rewards": {}}
     if not chosen:
         return {**record, "rows": None, "probed_rows": 0}
+    if not run.config.is_file():  # sampled with a model and data set, nothing emitted: no rows train from it yet
+        warnings.append("no training config yet (train/config.yaml): the training rows are not probed; a launch "
+                        "refuses this review's verdict, so inspect again after emit_grpo_config")
+        return {**record, "rows": None, "probed_rows": 0, "no_config": True}
     started = time.monotonic()
     try:
         with training_rows(run) as (dataset, sha):
@@ -181,6 +185,9 @@ def replay_rows(run: Run, score: Score, record, verdict: dict, funcs: list, spec
     """The trainer's probes (the module's doc): (what it compared, one line per reward whose row scores differ).
     Unreplayable for a record that cannot be replayed. `dataset`: the rows the trainer read and its point-of-use
     check verified (None: read here, and compared with the rows the review probed)."""
+    if isinstance(record, dict) and record.get("no_config") and any(probed(s) for s in specs):
+        _stop("the review was made before the run had a training config, so it probed no training row: inspect "
+              "again and record a new verdict")
     if not isinstance(record, dict) or not isinstance(record.get("rewards"), dict):
         if any(probed(s) for s in specs):
             _stop("the review probed none of the training rows (recorded before row probes): a reward's input "
