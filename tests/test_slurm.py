@@ -405,7 +405,9 @@ def test_a_slurm_launch_is_recorded_outside_the_workspace_and_an_earlier_jobs_re
     assert first.launched, first.message
     one = json.loads((run_dir / "run.json").read_text())
     recorded = launch_record(run_dir)
-    assert {k: v for k, v in recorded.items() if k != "trained"} == {
+    # `earlier`: the run's earlier launches' records, each checkpoint's provenance (i48)
+    assert isinstance(recorded.get("earlier", {}), dict)
+    assert {k: v for k, v in recorded.items() if k not in ("trained", "earlier")} == {
         "launch_id": one["launch_id"], "job_id": first.job_id, "job_comment": one["slurm"]["comment"]}
     assert recorded["trained"]["config_sha256"] == one["config_sha256"]  # what trained, signed (the export's card)
     done, _ = wait_for(run_dir, lambda s: not s.alive and s.state != "pending")
