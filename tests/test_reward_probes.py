@@ -196,3 +196,31 @@ def test_two_reviews_of_the_same_data_probe_the_same_rows(workspace, tiny_model)
         rows.append(sorted({(r.row, r.gold) for p in result.reward_probes for r in p.replies
                             if r.form in ("g alone", "w alone")}))
     assert rows[0] == rows[1] and len(rows[0]) == 3, rows
+
+
+PREAMBLE = "Let me think about both of these values carefully, comparing them digit by digit before answering. "
+
+
+def test_a_long_reply_is_quoted_at_word_boundaries_with_the_part_that_made_it_wrong(workspace, tiny_model):
+    """Issue 49: the summary cut a quoted reply at 90 characters, mid-word, and a long reply's wrong answer (its last
+    words) was the part cut off. Through the CLI: the sheet's summary line quotes whole words, an ellipsis where it
+    cut, and keeps where the wrong reply departs from its right twin."""
+    items = [dict(it, completion=PREAMBLE + it["completion"]) for it in WALK]
+    run_dir = _run(workspace, tiny_model, "long", items, [{"name": "walk49e_rewards.larger_first_number"}], 8)
+    proc, result = run_cli_json("inspect-rewards", str(run_dir))
+    assert proc.returncode == 0, proc.stderr
+    first = Path(result["review_md_path"]).read_text().split("## Read these first")[1].split("## Samples")[0]
+    line = next(x for x in first.splitlines() if "larger_first_number paid" in x)
+    assert "Actually, the answer is" in line, line  # the wrong part, after the long preamble
+    texts = [b["text"] for p in result["reward_probes"] for b in p["replies"]]
+    quotes = re.findall(r"(?:to|twin) '([^']*)'", line)
+    assert quotes, line
+    for quote in quotes:  # a whole reply, or a cut one cut between words, with "…" where it was cut
+        inner = quote.strip("…")
+        whole = [t for t in texts if inner in t]
+        assert whole, quote
+        text = whole[0]
+        at = text.index(inner)
+        assert quote.startswith("…") == (at > 0) and quote.endswith("…") == (at + len(inner) < len(text)), quote
+        assert (at == 0 or text[at - 1] == " ") and (at + len(inner) == len(text) or text[at + len(inner)] == " "), \
+            quote

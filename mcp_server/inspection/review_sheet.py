@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+from mcp_server.inspection.excerpt import excerpt
 from mcp_server.inspection.models import InspectResult
 from mcp_server.model_ref import shown_name
 from mcp_server.runs import Run
@@ -90,7 +91,8 @@ def _built_replies(result: InspectResult) -> list[str]:
         lines += [f"### {probe.reward}: {verdict}", "",
                   "| row | g | w | built to be | how | reply | score |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {b.row} | {_code(b.gold)} | {_code(b.wrong)} | {b.built_to_be} | {b.form} | "
-                  f"{_code(_readable(b.text)[:160]).replace('|', '&#124;')} | {_fmt(b.score)} |" for b in probe.replies]
+                  f"{_code(excerpt(_readable(b.text), 160)).replace('|', '&#124;')} | {_fmt(b.score)} |"
+                  for b in probe.replies]
         lines.append("")
     return lines
 
@@ -176,7 +178,8 @@ def _samples(result: InspectResult, rows: list[dict]) -> list[str]:
             lines += [f"### Prompt {current}", "", _prompt_block(r["prompt"]), ""]
             if r["columns"]:
                 lines += [
-                    "Data: " + "; ".join(f"`{k}` = {_code(_readable(str(v))[:200])}" for k, v in r["columns"].items()),
+                    "Data: " + "; ".join(f"`{k}` = {_code(excerpt(_readable(str(v)), 200))}"
+                                         for k, v in r["columns"].items()),
                     "",
                 ]
         flags = [

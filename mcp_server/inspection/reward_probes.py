@@ -35,6 +35,7 @@ import re
 from collections.abc import Callable
 
 from mcp_server.errors import UserInputError
+from mcp_server.inspection.excerpt import excerpt, where_apart
 from mcp_server.inspection.models import BuiltReply, RewardProbe
 from mcp_server.inspection.success import is_task_spec
 from mcp_server.inspection.suspects import verifier_of
@@ -92,8 +93,9 @@ def _scores(call: Call, func, spec: RewardSpec, replies: list[BuiltReply],
             values += call(func, spec, [one])
         except UserInputError as exc:
             values.append(math.nan)
-            crashes.append(f"raised on a reply built as {reply.form}: {reply.text[:80]!r} "
-                           f"({str(exc).split(': ', 1)[-1][:120]}); training crashes the same way on such a reply")
+            crashes.append(f"raised on a reply built as {reply.form}: {excerpt(reply.text, 90)!r} "
+                           f"({excerpt(str(exc).split(': ', 1)[-1], 160)}); training crashes the same way on such a "
+                           "reply")
     return values, crashes
 
 
@@ -216,9 +218,8 @@ def _judge(name: str, replies: list[BuiltReply], pairs: list[Pair], values: list
     reasons = list(crashes)
     tells = _tells(pairs, values)
     if paid and (tells or alike_counts):
-        shown = [f"{values[w]:g} to {replies[w].text[:90]!r} (row {replies[w].row}, gold '{replies[w].gold}', built "
-                 f"as {replies[w].form}; its twin {replies[max(r, key=lambda i: values[i])].text[:60]!r} got "
-                 f"{_twin(values, r):g})" for r, w in paid[:SHOWN]]
+        shown = [_paid(replies[w], replies[max(r, key=lambda i: values[i])], values[w], _twin(values, r))
+                 for r, w in paid[:SHOWN]]
         more = f"; {len(paid) - SHOWN} more" if len(paid) > SHOWN else ""
         what = ("a reply built to be wrong" if tells else
                 "replies built to be right and wrong alike (it tells none apart)")
@@ -227,6 +228,14 @@ def _judge(name: str, replies: list[BuiltReply], pairs: list[Pair], values: list
                        + f"{more} ({len(paid)} of {len(counted)} wrong replies paid at least as much as their "
                        "twin; every built reply: the sheet's last section)")
     return RewardProbe(reward=name, flagged=bool(reasons), reasons=reasons, replies=replies)
+
+
+def _paid(wrong: BuiltReply, twin: BuiltReply, paid: float, twin_paid: float) -> str:
+    """A paid wrong reply quoted beside its right twin, each cut (when long) around where the two differ."""
+    apart = where_apart(wrong.text, twin.text)
+    return (f"{paid:g} to {excerpt(wrong.text, 120, apart)!r} (row {wrong.row}, gold '{wrong.gold}', built as "
+            f"{wrong.form}; its twin {excerpt(twin.text, 90, where_apart(twin.text, wrong.text))!r} got "
+            f"{twin_paid:g})")
 
 
 def flagged_probes(review_result: dict) -> list[str]:

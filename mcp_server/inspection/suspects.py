@@ -34,6 +34,7 @@ import math
 import re
 from fractions import Fraction
 
+from mcp_server.inspection.excerpt import excerpt
 from mcp_server.inspection.success import is_format_spec, wrapped_spec
 from mcp_server.rewards.answers import as_number, final_answer, plain, read_answer, same_answer
 from mcp_server.rewards.registry import REGISTRY
@@ -150,7 +151,7 @@ def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: li
                      else "the \\boxed{} answer")
             if score <= 0 and len(blocks) == 1 and (strict_match(blocks[0], gold) or loose_match(blocks[0], gold)):
                 how = "as a number" if strict_match(blocks[0], gold) else "once its wording is peeled off"
-                reasons.append((3, f"{name} scored {score:g} but {where} {blocks[0][:60]!r} matches the gold "
+                reasons.append((3, f"{name} scored {score:g} but {where} {excerpt(blocks[0], 90)!r} matches the gold "
                                    f"'{gold}' {how}"))
             if score > 0:
                 if len(blocks) != 1:
@@ -158,8 +159,8 @@ def suspect_reasons(text: str, columns: dict, specs: list[RewardSpec], names: li
                 elif not strict_match(blocks[0], gold) and not loose_match(blocks[0], gold) and (
                         verifier[0] != "math_reward" or _number(_strip(blocks[0])) is not None
                         and _number(_strip(gold)) is not None):  # symbolic equivalence is math-verify's to judge
-                    reasons.append((3, f"{name} scored {score:g} but {where} says {blocks[0][:60]!r}, not the gold "
-                                       f"'{gold}'"))
+                    reasons.append((3, f"{name} scored {score:g} but {where} says {excerpt(blocks[0], 90)!r}, "
+                                       f"not the gold '{gold}'"))
                 if truncated:
                     reasons.append((2, f"{name} scored {score:g} on a completion cut off at the length limit"))
         if verifier is None and name not in REGISTRY:
