@@ -26,6 +26,7 @@ from mcp_server.dataset import check_prompt_column, read_file, reset_rows
 from mcp_server.emission.agentic import (TRAINER_TEMPLATES, agentic_record, refuse_unparsed_template, trainer_name,
                                          turn_cost)
 from mcp_server.emission.fit import cpu_time, launch_text, model_size_b
+from mcp_server.emission.naming import default_run_name
 from mcp_server.emission.per_step import step_batch
 from mcp_server.emission.steps import Given, build
 from mcp_server.errors import UserInputError
@@ -213,7 +214,7 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
             undo()
             return _nothing_kept(result, f"{run.dir} is as it was")
         return result
-    slug = request.run_name or Path(request.model).name
+    slug = request.run_name or default_run_name(request.model, request.dataset)
     made_root = not runs_root().exists()
     runs_root().mkdir(parents=True, exist_ok=True)
     staging = _staging_folder()

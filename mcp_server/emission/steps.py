@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from mcp_server.config import FIELD
 from mcp_server.agentic.spec import AgenticRecord
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.config.recipe import SOURCES, Recipe
+from mcp_server.emission.naming import default_run_name
 from mcp_server.emission.agentic import agentic_fields, budget_length
 from mcp_server.emission.batch import schedule, size_batch
 from mcp_server.emission.fit import fit_to_target, grow_vllm_share, plan_for
@@ -157,7 +157,8 @@ def report_to(recipe: Recipe, given: Given) -> Recipe:
     why = {FIELD.report_to: "also log to " + "; ".join(REPORT_TO_WHY[name] for name in chosen)
                         + " (each needs its package in the training environment)"}
     if "trackio" in chosen:
-        values.update(project=request.run_name or Path(request.model).name, trackio_static_space_id=False)
+        values.update(project=request.run_name or default_run_name(request.model, request.dataset),
+                      trackio_static_space_id=False)
         why["project"] = "the trackio project this run logs under"
         why["trackio_static_space_id"] = ("false: no Space on the Hub, no sync or freeze after training "
                                           "(trackio_space_id is unset, so logs stay local)")

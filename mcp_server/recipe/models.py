@@ -158,7 +158,8 @@ class GRPORecipeRequest(Request):
         "saves a checkpoint and stops the run at the first one; off skips the check.",
     )
     run_name: Name | None = Field(
-        default=None, description="Slug for the run directory runs/<date>-<slug>/ (default: from the model name)."
+        default=None, description="Slug for the run directory runs/<date>-<slug>/ (default: the data set's name, "
+        "then the model's: 'json-field-smollm2-135m' for smollm2-135m on json-field/data.jsonl)."
     )
     run_dir: PathText | None = Field(
         default=None, description="An existing run directory to write into instead of creating one."
