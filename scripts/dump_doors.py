@@ -98,14 +98,21 @@ def write(files: dict[str, dict]) -> None:
 def main() -> int:
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     now = dump()
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import launch_front  # the launcher's first answers (scripts/first_answers.json) follow the doors
+
     if mode == "--write":
         write(now)
-        print(f"wrote {len(now)} files under {FIXTURES.relative_to(ROOT)}/")
+        launch_front.write()
+        print(f"wrote {len(now)} files under {FIXTURES.relative_to(ROOT)}/ and scripts/first_answers.json")
         return 0
     if mode == "--check":
         diff = differences(load(), now)
         print("\n".join(diff) if diff else f"identical to {FIXTURES.relative_to(ROOT)}/")
-        return 1 if diff else 0
+        first = launch_front.stale()
+        if first:
+            print("scripts/first_answers.json is stale (scripts/dump_doors.py --write)")
+        return 1 if diff or first else 0
     print(json.dumps(now, indent=1, sort_keys=True))
     return 0
 

@@ -20,6 +20,8 @@ stdout belongs to the MCP protocol: nothing here writes to it, and installer out
 Environment variables:
   LLM_FINETUNING_VENV     where the server's environment lives (default: <user cache>/llm-finetuning/server-<key>)
   LLM_FINETUNING_LAUNCH_DRY_RUN=1   print the plan to stderr and exit without installing or serving
+  LLM_FINETUNING_LAUNCH_FRONT=0     a first start builds, then serves (by default it answers the harness at once
+                                    from scripts/launch_front.py while the environment builds in the background)
 
 `python3 scripts/launch_server.py --prepare` builds the environment ahead of time.
 """
@@ -268,14 +270,41 @@ def project_dir() -> str | None:
     return None
 
 
+def first_start_front(venv: Path, python: str):
+    """The front (scripts/launch_front.py) that answers the harness while the environment builds in the background,
+    unless LLM_FINETUNING_LAUNCH_FRONT is 0 or its answers are missing; else None (the start builds, then serves)."""
+    if os.environ.get("LLM_FINETUNING_LAUNCH_FRONT", "").strip() in ("0", "false", "no"):
+        return None
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        import launch_front
+    finally:
+        sys.path.pop(0)
+    answers = launch_front.load_answers()
+    if answers is None:
+        say("first start: scripts/first_answers.json is missing or unreadable; building the environment first")
+        return None
+    say(f"first start: answering the harness at once while the server's environment builds in {venv} in the "
+        "background (the MCP SDK, pydantic, jsonschema, pyyaml; no torch): a tool call waits for it, about 3 s with "
+        "uv, 6-10 s with pip on a quiet machine, up to two minutes on a busy one (its log: "
+        f"{venv.parent / (venv.name + '.start.log')}); later starts take a second.")
+    return launch_front.Front(answers, [sys.executable, str(Path(__file__).resolve()), "--prepare"],
+                              [python, "-m", "mcp_server"], server_env(venv), say, lambda: is_ready(venv),
+                              venv.parent / f"{venv.name}.start.log")
+
+
 def main() -> None:
     venv = venv_dir()
     if sys.argv[1:2] == ["--prepare"]:
         ensure(venv)
         say(f"server environment ready in {venv}")
         return
-    ensure(venv)
     python = str(venv_python(venv))
+    if not is_ready(venv) and not os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+        front = first_start_front(venv, python)
+        if front is not None:
+            sys.exit(front.run())
+    ensure(venv)
     if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
         if is_ready(venv):
             say(f"environment ready in {venv}; would exec: {python} -m mcp_server")

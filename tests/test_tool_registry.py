@@ -56,6 +56,16 @@ def test_doors_publish_what_the_fixture_holds():
         "\n".join(diff[:80])
 
 
+@pytest.mark.slow
+def test_the_launchers_first_answers_are_what_the_server_answers():
+    """A first start answers initialize and the lists from scripts/first_answers.json while the server's environment
+    builds (issue 49): they must be the server's own answers, for every protocol version."""
+    import launch_front
+
+    assert not launch_front.stale(), "python scripts/dump_doors.py --write (the launcher's first answers changed)"
+    assert launch_front.load_answers() is not None
+
+
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
