@@ -38,9 +38,17 @@ HOST_OPS_PER_STEP = 150
 # 8 sequences where a small op took 33 ms (7.7 per layer), 3.4 s of 4 where it took 38 ms (3.0); on 1 thread, 0.5 s.
 # Between the two (the barrier's cost changes from second to second on such a machine: bench_estimates.py).
 SYNC_OPS_PER_LAYER = 5
+# What a barrier costs grows with the operator's own work (a descheduled thread holds up the rest of its share of the
+# op): 2 threads at load 9.9 on 2 cores, silu(x @ w) took 290 us more than on one thread for 4 x 64 x 64, 534 us for
+# the probe's 8 x 256 x 256, 4.4 ms for 8 x 576 x 1536. A model's operators smaller than the probe's pay that share of
+# the probe's barrier (sync_share): the tiny model's 4 x 64 x 64 decode ops 3% (issue 49: its CPU step estimate was
+# 5 to 10x the measured step, the probe's barrier charged in full to every op), smollm2-135m's all of it.
+PROBE_OP_MACS = 8 * 256 * 256
 # A GRPO optimizer step's own host work beyond the model (rewards, logging, the optimizer, a checkpoint): the tiny
-# model's run (save_steps 1) took 4.2 s a step at load 8.6 where the model's compute was 0.1 s.
-TRAINER_HOST_OPS_PER_STEP = 100_000
+# model's run (save_steps 1), measured step less the model's part, over the small op's time (bench_estimates.py's
+# implied_trainer_host_ops): about 36000 at load 3 (1.06 s a step), 16000 at load 9 (3.58 s); the 100000 used before
+# was fitted as if the whole of a loaded step (4.2 s at load 8.6) were this work at an idle machine's small-op time.
+TRAINER_HOST_OPS_PER_STEP = 25_000
 PROBE_SECONDS = 0.05  # per measurement; six measurements per reading
 PROBE_ROUNDS = 5  # readings per probe: their median is the typical one (probe_readings)
 POOL_S, POOL_MAX = 300, 15  # a probe's readings pooled with those of the last 5 minutes, at most 15 (pooled)
@@ -245,11 +253,19 @@ def decode_step_s(params: float, layers: int, sequences: int, cpu: CpuThroughput
     weights = 4 * params / cpu.bandwidth
     matmuls = 2 * (params + 2 * layers * hidden * context) * sequences / (cpu.flops * DECODE_EFFICIENCY)
     host = (layers * HOST_OPS_PER_LAYER + HOST_OPS_PER_STEP) * cpu.op_s
-    return weights + matmuls + host + layers * SYNC_OPS_PER_LAYER * cpu.sync_s
+    return weights + matmuls + host + layers * SYNC_OPS_PER_LAYER * cpu.sync_s * sync_share(sequences, hidden)
 
 
-def train_s(flops_per_token: float, tokens: float, layers: int, micro_steps: int, cpu: CpuThroughput) -> float:
+def sync_share(rows: float, hidden: int) -> float:
+    """The share of the probe's barrier cost an operator of `rows` x `hidden` x `hidden` pays (PROBE_OP_MACS);
+    all of it where the hidden size is not known."""
+    return 1.0 if hidden <= 0 else min(1.0, rows * hidden * hidden / PROBE_OP_MACS)
+
+
+def train_s(flops_per_token: float, tokens: float, layers: int, micro_steps: int, cpu: CpuThroughput,
+            hidden: int = 0) -> float:
     """Seconds of forward and backward for `tokens` tokens in `micro_steps` micro-batches on this CPU."""
-    per_micro_step = layers * (3 * HOST_OPS_PER_LAYER * cpu.op_s + 3 * SYNC_OPS_PER_LAYER * cpu.sync_s)
+    sync = cpu.sync_s * sync_share(tokens / max(micro_steps, 1), hidden)
+    per_micro_step = layers * (3 * HOST_OPS_PER_LAYER * cpu.op_s + 3 * SYNC_OPS_PER_LAYER * sync)
     return (tokens * flops_per_token / (cpu.flops * TRAIN_EFFICIENCY) + micro_steps * per_micro_step
             + TRAINER_HOST_OPS_PER_STEP * cpu.op_s)

@@ -159,8 +159,9 @@ def _cpu_text(seconds: float, low: float, high: float, parts: tuple, count: int,
                                         f"{cpu_speed.fair_share(threads, others, load.cores):.0%} of their time")
     loads = (f"load {load.low:.0f} to {load.high:.0f}" if round(load.low) != round(load.high) else
              f"load {load.typical:.0f}")
-    spread = (f" ({_duration(low)} to {_duration(high)} over {count} readings of this machine at {loads} on "
-              f"{cores})" if _duration(low) != _duration(high) else "")
+    readings = f"{count} reading{'s' if count != 1 else ''}"
+    spread = (f" ({_duration(low)} to {_duration(high)} over {readings} of this machine at {loads} on {cores})"
+              if _duration(low) != _duration(high) else "")
     busy = cpu_speed.busy(load.typical, load.cores)
     generation, training, basis = parts
     return (f"about {_duration(seconds)} per step on this CPU{spread}, every completion at its limit (generation "

@@ -148,7 +148,7 @@ def estimate_cpu_step(arch: Architecture, params: ParamCount, settings: RunSetti
     micro = settings.gradient_accumulation_steps
     training = cpu_speed.train_s(training_flops_per_token(params, settings),
                                  settings.per_device_train_batch_size * settings.seq_len * micro,
-                                 arch.num_hidden_layers, micro, cpu)
+                                 arch.num_hidden_layers, micro, cpu, arch.hidden_size)
     basis = (f"{sequences} completions of up to {completion} tokens per generation round and "
              f"{settings.per_device_train_batch_size * micro} sequences trained, at {cpu.describe()}")
     return CpuStep(round(rollout, 1), round(training, 1), round(rollout + training, 1), basis)
