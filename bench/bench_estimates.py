@@ -74,7 +74,7 @@ def _spin() -> None:
         pass
 
 
-def training_case() -> dict:
+def training_case(model: str = "tiny", max_steps: int = 6, tokens: int = 12) -> dict:
     from support import emit_run, pass_inspection
 
     from mcp_server.training.launch import launch_training
@@ -83,13 +83,15 @@ def training_case() -> dict:
     from mcp_server.training.status import training_status
     from mcp_server.runs import Run
 
-    run = emit_run("train-tiny", max_steps=4, generation_kwargs={"min_new_tokens": 12})
+    run = emit_run(f"train-{model}", model=model, max_steps=max_steps, max_completion_length=tokens,
+                   generation_kwargs={"min_new_tokens": tokens})
     pass_inspection(run)
     from mcp_server.memory.estimate import step_estimate
     from mcp_server.recipe.runspec import RunSpec
 
     emitted = step_estimate(RunSpec.of_run(Run(run)))  # what emission says (a range where the model gives one)
     low, high = getattr(emitted, "low_s", None), getattr(emitted, "high_s", None)
+    parts = _parts(RunSpec.of_run(Run(run)))
     launched = launch_training(LaunchRequest(run=str(run)))
     assert launched.launched, launched.message
     first = training_status(StatusRequest(run=str(run)))
@@ -104,12 +106,40 @@ def training_case() -> dict:
               for t in times if t]
     steps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
     measured = sum(steps) / len(steps) if steps else None
-    return {"case": "training tiny on the CPU: seconds per step after the first", "estimate": first.step_estimate,
+    return {"case": f"training {model} on the CPU ({tokens} tokens a completion): seconds per step after the first",
+            "estimate": first.step_estimate, "steps_s": [round(s, 2) for s in steps],
             "estimate_s": first.step_estimate_s, "measured_s": measured, "state": status.state,
             "ratio": round(first.step_estimate_s / measured, 2) if measured and first.step_estimate_s else None,
             "emitted_s": emitted.step_s if emitted else None, "emitted_range_s": [low, high] if low else None,
             "emitted_ratio": round(emitted.step_s / measured, 2) if measured and emitted else None,
-            "inside_range": low <= measured <= high if measured and low else None, "load": os.getloadavg()[0]}
+            "inside_range": low <= measured <= high if measured and low else None, "load": os.getloadavg()[0],
+            **parts, "implied_trainer_host_ops": round((measured / parts["slowdown"] - parts["model_s"])
+                                                       / parts["op_s"]) if measured else None}
+
+
+def _parts(spec) -> dict:
+    """The estimate's pieces at the stored probe's typical reading, before the load's slowdown: generation and
+    training at the measured speed, the trainer's fixed host time (cpu_speed.TRAINER_HOST_OPS_PER_STEP small
+    operators), the small operator's time and the slowdown at the load now. `implied_trainer_host_ops`: how many
+    small operators the measured step leaves for the trainer's own host work once the model's part is taken out."""
+    from mcp_server.memory import cpu_speed
+    from mcp_server.memory.estimate import trainer_threads
+    from mcp_server.memory.params import count_params
+    from mcp_server.memory.planner import architecture_of
+    from mcp_server.memory.settings import resolve_settings
+    from mcp_server.memory.speed import estimate_cpu_step
+
+    threads = trainer_threads()
+    readings = cpu_speed.kept_readings(threads)
+    cpu = cpu_speed.typical(readings[1:] or readings)
+    _, arch = architecture_of(None, spec.fields)
+    step = estimate_cpu_step(arch, count_params(arch), resolve_settings(spec.fields), cpu)
+    host = cpu_speed.TRAINER_HOST_OPS_PER_STEP * cpu.op_s
+    load = cpu_speed.load_range()
+    return {"op_s": cpu.op_s, "sync_s": cpu.sync_s, "share": round(cpu.share, 2),
+            "slowdown": round(cpu_speed.slowdown_at_load(cpu, load.typical, load.cores), 2),
+            "generation_s": step.rollout_s, "training_s": step.train_s, "trainer_host_s": round(host, 2),
+            "model_s": round(step.step_s - host, 2)}
 
 
 def emission_case(times: int = 3) -> dict:
@@ -159,8 +189,11 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - no wheel here: say so, measure the rest
                 show({"case": "sampling smollm2-135m", "skipped": str(exc)[:200]})
             else:
-                show(sampling_case("smollm2-135m", 1, 32))
-                show(loaded(sampling_case, "smollm2-135m", 1, 32))
+                if "--skip-sampling" not in sys.argv:
+                    show(sampling_case("smollm2-135m", 1, 32))
+                    show(loaded(sampling_case, "smollm2-135m", 1, 32))
+                if "--skip-training" not in sys.argv:
+                    show(training_case("smollm2-135m", 3, 16))
 
 
 def show(case: dict) -> None:
