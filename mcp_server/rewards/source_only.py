@@ -131,12 +131,19 @@ def _extension_module(self, spec):
             os.rmdir(folder)
 
 
+def zip_refusal(name: str, archive: str) -> str:
+    """The one refusal of a user module in a zip archive, said alike where the import happens (here) and where a
+    review resolves a module without importing it (rewards.sources, the read-only server): names the module, the
+    archive and what is accepted instead."""
+    return (f"{name} would be imported from the zip archive {archive}: refused, user code is imported from files a "
+            "pin can name (a .py source file, or an extension module's own file; what the review judges is what "
+            "training runs); unpack it beside the reward and review again")
+
+
 def _zip_refused(self, fullname, *args):
     archive = getattr(self, "archive", "?")
     if is_user_file(archive):
-        raise ImportError(f"{fullname} would be imported from the zip archive {archive}: refused, user code is "
-                          "imported from files a pin can name (what the review judges is what training runs); "
-                          "unpack it beside the reward", name=fullname, path=archive)
+        raise ImportError(zip_refusal(fullname, archive), name=fullname, path=archive)
     return _STOCK["zip_" + args[-1]](self, fullname)
 
 

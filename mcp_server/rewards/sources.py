@@ -20,7 +20,11 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import user_code_allowed
-from mcp_server.rewards.source_only import executed, installed_roots  # noqa: F401 (its home was here)
+from mcp_server.rewards.source_only import (  # noqa: F401 (installed_roots: its home was here)
+    executed,
+    installed_roots,
+    zip_refusal,
+)
 
 
 # What importing each user module actually loaded (sys.modules before and after: rewards.dotted records it): a
@@ -107,10 +111,11 @@ def _origin(name: str) -> Path | None:
     path = Path(origin).resolve()
     if not path.is_file():  # a module from a zip archive on sys.path (zipimport): no file to pin or copy
         archive = next((str(p) for p in path.parents if p.is_file()), None)
-        raise UserInputError("rewards", f"module {name!r} is imported from {archive or origin}"
-                             + (" (a zip archive on sys.path)" if archive else ", which is no file")
-                             + ": a review pins and copies reward code as files; put its .py file in the "
-                             "workspace (unpack the archive) and review again")
+        if archive:
+            raise UserInputError("rewards", zip_refusal(name, archive))
+        raise UserInputError("rewards", f"module {name!r} is imported from {origin}, which is no file: a review "
+                             "pins and copies reward code as files; put its .py file in the workspace and review "
+                             "again")
     return path
 
 
