@@ -15,9 +15,11 @@ What runs is what is hashed (issue 48, round 15): each user file the import syst
 loads is read once, and the bytes read are the bytes that run; their sha256 is kept (EXECUTED, by resolved path)
 so a hash of the module's source taken after its import hashes what ran (rewards.sources: a module that rewrites
 its own file at import is judged by what ran, not by what its file says afterwards). A user extension module
-(.so/.pyd) is loaded from a private copy of the bytes hashed, never from its path again; a user zip archive on
-sys.path is refused (its members are not files a pin can name). Each load is handed to the ON_LOAD watchers
-(rewards.reads pins a module loaded by path, spec_from_file_location + exec_module, with the reward's reads).
+(.so/.pyd) is loaded from a private copy of the bytes hashed, never from its path again (one that links a user
+library through its run path, `$ORIGIN`, is refused naming it: that library is neither pinned nor beside the copy,
+rewards.elf_links); a user zip archive on sys.path is refused (its members are not files a pin can name). Each
+load is handed to the ON_LOAD watchers (rewards.reads pins a module loaded by path, spec_from_file_location +
+exec_module, with the reward's reads).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import threading
 import zipimport
 from functools import lru_cache
 from pathlib import Path
+
+from mcp_server.rewards.elf_links import linked_user_libraries
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -115,6 +119,9 @@ def _extension_module(self, spec):
         return _STOCK["extension"](self, spec)
     with open(self.path, "rb") as handle:
         data = handle.read()
+    linked = linked_user_libraries(data, self.path, is_user_file)
+    if linked:
+        raise ImportError(linked_refusal(spec.name, self.path, linked[0]), name=spec.name, path=self.path)
     folder = tempfile.mkdtemp(prefix="llmft-ext-")
     copy = os.path.join(folder, os.path.basename(self.path))
     try:
@@ -129,6 +136,16 @@ def _extension_module(self, spec):
         with contextlib.suppress(OSError):
             os.unlink(copy)
             os.rmdir(folder)
+
+
+def linked_refusal(name: str, path: str, link: tuple[str, str, str]) -> str:
+    """The refusal of a user extension module that links a user library through its run path (rewards.elf_links):
+    names the module, the library's file and what is accepted instead."""
+    library, entry, file = link
+    return (f"{name} ({path}) links {library} from {file} (its run path {entry!r}): refused, a user extension module "
+            "is loaded from a private copy of the bytes the review pins, and a library it links from the workspace "
+            f"is neither pinned nor beside that copy; link {library} statically into {os.path.basename(path)} (or "
+            "drop the run path and install the library as a system library) and review again")
 
 
 def zip_refusal(name: str, archive: str) -> str:
