@@ -63,7 +63,7 @@ def _linked_extension(folder: Path, name: str, row: str) -> tuple[Path, Path]:
     libdir.mkdir(parents=True, exist_ok=True)
     call, library = f"{name}_sib", libdir / f"lib{name}_sib.so"
     (folder / f".{name}_sib.c").write_text(f"double {call}(void) {{ return 1.0; }}\n")
-    _build([str(folder / f".{name}_sib.c"), "-o", str(library)])
+    _build([str(folder / f".{name}_sib.c"), "-o", str(library), f"-Wl,-soname,{library.name}"])
     (folder / f".{name}.c").write_text(EXTENSION.format(name=name, call=call))
     extension = folder / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
     _build([f"-I{sysconfig.get_paths()['include']}", str(folder / f".{name}.c"), "-o", str(extension),
