@@ -180,6 +180,9 @@ def install_source_only() -> None:
     machinery = importlib.machinery
     if _STOCK:
         return
+    from mcp_server.worker import BEFORE_EACH_CALL
+
+    BEFORE_EACH_CALL.append(forget_changed)
     _STOCK.update(source=machinery.SourceFileLoader.get_code, sourceless=machinery.SourcelessFileLoader.get_code,
                   extension=machinery.ExtensionFileLoader.create_module, zip_get_code=zipimport.zipimporter.get_code,
                   zip_load_module=zipimport.zipimporter.load_module)
@@ -194,6 +197,34 @@ def install_source_only() -> None:
              and module.__spec__.origin and is_user_file(module.__spec__.origin)]
     for name in stale:  # a sourceless user module imported before: imported (and refused) again
         sys.modules.pop(name, None)
+
+
+def forget_changed() -> list[str]:
+    """Before each call of a long-lived process (the worker, the CLI's daemon: worker.BEFORE_EACH_CALL): when a user
+    module's file no longer holds the bytes that ran from it (EXECUTED, their sha256), every user module is dropped
+    from sys.modules, so the call imports what the files hold now, as a fresh process would; a module keeps its
+    helpers' functions, so dropping the changed one alone would keep their old code. The names dropped (none when
+    nothing changed: what was imported stays imported)."""
+    user, changed = [], False
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        origin = getattr(spec, "origin", None) if spec is not None and getattr(spec, "has_location", False) else None
+        if not isinstance(origin, str) or not is_user_file(origin):
+            continue
+        user.append(name)
+        ran = executed(origin)
+        if ran is not None and not changed:
+            try:
+                with open(origin, "rb") as handle:
+                    changed = hashlib.sha256(handle.read()).hexdigest() != ran
+            except OSError:  # removed or unreadable: not what ran
+                changed = True
+    importlib.invalidate_caches()  # a module file added since the last call is found
+    if not changed:
+        return []
+    for name in user:
+        sys.modules.pop(name, None)
+    return sorted(user)
 
 
 IMPORT_LIMIT_S = 300.0  # LLM_FINETUNING_IMPORT_LIMIT_S: how long a user module's import may take in the worker

@@ -35,9 +35,10 @@ IMPORTED: dict[str, tuple[str, ...]] = {}
 
 def record_import(name: str, before: set[str]) -> None:
     """Keep what the import of `name` loaded (the modules now in sys.modules that were not in `before`), other
-    than this package's own (imported as installed, never a reward's code)."""
-    IMPORTED.setdefault(name, tuple(sorted(m for m in set(sys.modules) - before
-                                           if m != name and m.split(".")[0] != "mcp_server")))
+    than this package's own (imported as installed, never a reward's code); an import again (a worker's call after
+    its files changed: source_only.forget_changed) replaces what the earlier one loaded."""
+    IMPORTED[name] = tuple(sorted(m for m in set(sys.modules) - before
+                                  if m != name and m.split(".")[0] != "mcp_server"))
 
 
 def _dynamic_names(node: ast.AST) -> list[str]:
