@@ -205,6 +205,23 @@ def unrecorded(file: str, line: int | None = None) -> str:
 SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS = "sample_completions", "samples.meta.json"
 
 
+def signed_samples_meta(run) -> tuple[dict | None, str | None]:
+    """(the run's inspection/samples.meta.json as the sampler signed it, None) or (None, why it is not read: missing,
+    unreadable, or a record the sampler did not sign, edited or written by hand). The one read of that record for
+    every reader of what it measured (the samples' vouching, emission's measured max_completion_length, the
+    launch's memory plan at the longest prompt): a forged record changes nothing any of them computes."""
+    meta = run.samples_meta
+    if not meta.is_file():
+        return None, f"{run_file(run, meta)} is missing; run sample_completions again (it writes and signs both)"
+    try:
+        record = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        record = None
+    if not valid(SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS, record):
+        return None, f"{unrecorded(run_file(run, meta))}; run sample_completions again"
+    return record, None
+
+
 def samples_not_vouched(run, data: bytes | None) -> str | None:
     """Why `data`, the run's inspection/samples.jsonl's bytes as read (None: absent, not a file, unreadable), are
     not what the sampler wrote: no samples.meta.json, a record the sampler did not sign, or another file's digest.
@@ -212,16 +229,9 @@ def samples_not_vouched(run, data: bytes | None) -> str | None:
     doors, the memory planner's shorter_completions)."""
     samples, meta = run.samples, run.samples_meta
     name = run_file(run, samples)
-    if not meta.is_file():
-        return (f"{name} is not vouched for by the sampler: {run_file(run, meta)} is missing; run sample_completions "
-                "again (it writes and signs both)")
-    try:
-        record = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        record = None
-    if not valid(SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS, record):
-        return (f"{name} is not vouched for by the sampler: {unrecorded(run_file(run, meta))}; run "
-                "sample_completions again")
+    record, why = signed_samples_meta(run)
+    if record is None:
+        return f"{name} is not vouched for by the sampler: {why}"
     if data is None or hashlib.sha256(data).hexdigest() != record.get("samples_sha256"):
         return (f"{name} is not the file sample_completions wrote (its sha256 is not the one the sampler signed in "
                 f"{run_file(run, meta)}): completions written or edited by hand back no review; run "

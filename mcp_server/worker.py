@@ -59,6 +59,9 @@ route = None
 # code (reward modules, graders, environments) must never run there, as it could write to them (issue 48, ninth
 # round, M7/M6b), so every call goes to the worker, even when this Python is the training interpreter.
 holds_protocol = False
+# Called (no arguments) on the worker's side before each call: rewards.source_only registers forget_changed (a user
+# module whose file changed since it ran is imported again, with every user module: what a fresh process would run).
+BEFORE_EACH_CALL: list = []
 HEARTBEAT_S = 5.0  # the worker says it is alive this often while a call runs
 MAX_LINE_CHARS = 64 << 20  # the longest answer line read from a worker (its results are far smaller)
 OVERSIZED = "\0oversized"  # what the reader queues for a line past MAX_LINE_CHARS (compared by identity)
@@ -275,6 +278,8 @@ def handle(request: dict, send) -> None:
 def _answer(request: dict, call_id, send, relay) -> None:
     try:
         _apply(request.get("env", {}), request.get("cwd", os.getcwd()))
+        for prepare in list(BEFORE_EACH_CALL):
+            prepare()
         fn = _resolve(request["target"])
         args = [_decode(a) for a in request["args"]]
         kwargs = {k: _decode(v) for k, v in request["kwargs"].items()}
@@ -479,5 +484,7 @@ def serve() -> None:
             handle(json.loads(line), send)
 
 
-if __name__ == "__main__":
-    serve()
+if __name__ == "__main__":  # the module's own copy serves, so what code registers on it (BEFORE_EACH_CALL) is seen
+    from mcp_server import worker
+
+    worker.serve()

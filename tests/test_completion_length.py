@@ -81,21 +81,47 @@ def test_the_measured_length_is_offered_loudly_for_the_config():
     assert for_config(_advice(), {"max_completion_length": 64})["offer"] is None  # already the measured value
 
 
+def _sampled(run: Run, meta: dict) -> None:
+    """The run's inspection/samples.jsonl and its samples.meta.json `meta`, signed as the sampler signs them."""
+    from mcp_server.inspection.sample_files import write_samples_meta
+
+    run.samples.parent.mkdir(parents=True, exist_ok=True)
+    run.samples.write_text('{"completion": "1"}\n')
+    write_samples_meta(run, run.samples_meta, run.samples, meta)
+
+
 def test_emitting_again_into_the_run_applies_the_measured_length(workspace, tiny_model):
     first = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name="m"))
     run = Run(Path(first.run_dir))
-    run.samples_meta.parent.mkdir(parents=True, exist_ok=True)
-    run.samples_meta.write_text(json.dumps({"model": str(tiny_model), "lengths": for_config(_advice(), {})}))
+    _sampled(run, {"model": str(tiny_model), "lengths": for_config(_advice(), {})})
     again = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_dir=str(run.dir)))
     text = Path(again.config_path).read_text()
     assert yaml.safe_load(text)["max_completion_length"] == 64
     assert _reason(text, "max_completion_length").startswith(
         "measured: sample_completions' suggestion from 128 sampled completions (inspection/samples.meta.json: 99th "
         "percentile 40 tokens")
-    other = json.dumps({"model": "some/other-model", "lengths": for_config(_advice(), {})})
-    run.samples_meta.write_text(other)  # another model's samples measure nothing for this one
+    _sampled(run, {"model": "some/other-model", "lengths": for_config(_advice(), {})})
     third = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_dir=str(run.dir)))
-    assert third.config["max_completion_length"] == CPU_COMPLETION_LENGTH
+    assert third.config["max_completion_length"] == CPU_COMPLETION_LENGTH  # another model's samples measure nothing
+
+
+def test_a_length_written_into_the_samples_record_by_hand_is_not_emitted_as_measured(workspace, tiny_model):
+    """Only the record the sampler signed is read (evidence.signed_samples_meta): a suggestion edited into it, the
+    signature kept, or a record written by hand, emits the unmeasured placeholder and says why."""
+    first = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_name="f"))
+    run = Run(Path(first.run_dir))
+    _sampled(run, {"model": str(tiny_model), "lengths": for_config(_advice(), {})})
+    signed = json.loads(run.samples_meta.read_text())
+    edited = {**signed, "lengths": {**signed["lengths"], "suggested_max_completion_length": 8}}
+    unsigned = {k: v for k, v in edited.items() if k != "mac"}
+    assert len(edited) == len(unsigned) + 1  # the record carries its signature as "mac"
+    for forged in (edited, unsigned):
+        run.samples_meta.write_text(json.dumps(forged))
+        again = emit_grpo_config(GRPORecipeRequest(model="tiny", dataset="tiny", gpu="cpu", run_dir=str(run.dir)))
+        text = Path(again.config_path).read_text()
+        assert yaml.safe_load(text)["max_completion_length"] == CPU_COMPLETION_LENGTH, forged
+        reason = _reason(text, "max_completion_length")
+        assert "inspection/samples.meta.json not read: not recorded by llm-finetuning" in reason, reason
 
 
 def test_length_advice_rounds_to_64_and_says_nothing_when_over_1_percent_is_cut():

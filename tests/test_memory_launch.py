@@ -132,3 +132,34 @@ def test_levers_validate_without_deepspeed_vllm_or_bitsandbytes():
                               "reward_funcs": ["mcp_server.rewards.format_reward"], "loss_type": "grpo",
                               **offload.patch}, "H100", 4)
     assert result.valid, result.findings
+
+
+def test_the_launch_plans_prompts_from_the_signed_samples_record_only(workspace, tiny_model, monkeypatch):
+    """A launch plans prompts at the longest one the inspection measured (samples.meta.json's prompt_tokens_max),
+    from the record the sampler signed only (evidence.signed_samples_meta): that number edited in by hand, the
+    signature kept, or a record written by hand, plans what no record plans."""
+    import json
+
+    from conftest import ANY_TEXT_REWARDS
+    from mcp_server.inspection.sample_files import write_samples_meta
+    from support import TINY_OVERRIDES
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run = Run(emitted_run_dir("prompts", model="tiny", dataset="tiny", gpu="H100", num_gpus=1, finetune="lora",
+                              rewards=ANY_TEXT_REWARDS, overrides=TINY_OVERRIDES))
+
+    def planned() -> tuple:
+        plan = build_launch_plan(run, LaunchRequest(run=str(run.dir)))
+        return plan.memory, plan.notes
+
+    unmeasured = planned()  # the planner's default prompt (512) is over the tiny model's context
+    run.samples.parent.mkdir(parents=True, exist_ok=True)
+    run.samples.write_text('{"completion": "1"}\n')
+    write_samples_meta(run, run.samples_meta, run.samples, {"lengths": {"prompt_tokens_max": 30}})
+    measured = planned()
+    assert measured != unmeasured and measured[0] is not None and measured[0].fits, (measured, unmeasured)
+    signed = json.loads(run.samples_meta.read_text())
+    edited = {**signed, "lengths": {"prompt_tokens_max": 2_000_000}}
+    for forged in (edited, {k: v for k, v in edited.items() if k != "mac"}):
+        run.samples_meta.write_text(json.dumps(forged))
+        assert planned() == unmeasured, planned()

@@ -94,22 +94,6 @@ def test_a_reward_that_raises_at_the_replay_refuses():
     assert "broken raised OSError" in refused.value.line, refused.value.line
 
 
-def _knob_run(workspace: Path, tiny_model, monkeypatch, route: str, tag: str) -> tuple[Path, Path]:
-    """A hand-made run whose reward reads its knob through `route`, inspected and passed at knob 1."""
-    folder = workspace / "code"
-    folder.mkdir()
-    knob = workspace / "knob" if route != "env" else Path(f"R13_KNOB_{tag}")
-    module = f"knobrew_{tag}_{abs(hash(str(workspace)))}"
-    (folder / f"{module}.py").write_text(REWARD.format(knob=str(knob), body=ROUTES[route]))
-    monkeypatch.syspath_prepend(str(folder))
-    _set(route, knob, 1, monkeypatch)
-    run_dir = hand_made_run(workspace, tiny_model, "knob", [["a", "b", "c", "d"]] * 13, ["2"] * 13,
-                            rewards=[{"name": f"{module}.knob_reward"}])
-    inspect_rewards(InspectRequest(run=str(run_dir)))
-    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
-    return run_dir, knob
-
-
 def _set(route: str, knob: Path, value: int, monkeypatch) -> None:
     if route == "env":
         monkeypatch.setenv(str(knob), str(value))
@@ -123,7 +107,7 @@ def _set(route: str, knob: Path, value: int, monkeypatch) -> None:
 def test_the_reward_code_check_replays_the_review(workspace, tiny_model, monkeypatch, capsys, route):
     """reviewed_reward_funcs as train.py calls it: the same knob replays the same scores (one line says what it
     cost); the knob changed after the verdict (the gate cannot see it) refuses, naming the reward."""
-    run_dir, knob = _knob_run(workspace, tiny_model, monkeypatch, route, route)
+    run_dir, knob, _ = _reviewed_run(workspace, tiny_model, monkeypatch, "knob", route, route)
     funcs, _ = reviewed_reward_funcs(run_dir)
     assert len(funcs) == 1
     assert "replayed the review: 52 samples x 1 rewards, same scores" in capsys.readouterr().err
@@ -139,7 +123,7 @@ def test_the_reward_code_check_replays_the_review(workspace, tiny_model, monkeyp
 
 def test_the_replay_reads_the_review_the_verdict_signed(workspace, tiny_model, monkeypatch, capsys):
     """review.jsonl's scores edited to match the knob's new value: not the rows review.json pins, refused."""
-    run_dir, knob = _knob_run(workspace, tiny_model, monkeypatch, "stat", "edited")
+    run_dir, knob, _ = _reviewed_run(workspace, tiny_model, monkeypatch, "knob", "stat", "edited")
     _set("stat", knob, 5, monkeypatch)
     rows = run_dir / "inspection" / "review.jsonl"
     rows.write_text(rows.read_text().replace('": 1.0}', '": 5.0}'))
@@ -284,22 +268,29 @@ def _set_key(route: str, key: Path, unsampled: float, monkeypatch, rows: int = 2
         key.write_text(table)
 
 
-def _keyed_run(workspace: Path, tiny_model, monkeypatch, route: str, tag: str, rewards: list | None = None):
-    """A hand-made run of 20 data rows, 13 of them sampled (4 completions each), whose reward weighs each prompt
-    by the key read through `route` (every weight 1 at review), inspected and passed."""
+# kind -> (the reward module, how it reads its input by route, how a test sets that input, the data set's rows):
+# "knob": every score is the knob; "key": each of 20 prompts (13 sampled) weighed by an answer key
+READS = {"knob": (REWARD, ROUTES, _set, 13), "key": (KEYED_REWARD, KEYED, _set_key, 20)}
+
+
+def _reviewed_run(workspace: Path, tiny_model, monkeypatch, kind: str, route: str, tag: str,
+                  rewards: list | None = None) -> tuple[Path, Path, object]:
+    """A hand-made run (13 prompt groups of 4 completions sampled from the kind's data rows) whose reward reads its
+    input (READS[kind]) through `route`, set to 1 everywhere at review, inspected and passed: (the run, the input
+    (a file, or the environment variable's name), the review)."""
+    template, bodies, set_input, rows = READS[kind]
     folder = workspace / "code"
     folder.mkdir()
-    key = workspace / "key.json" if route != "env" else Path(f"R15_KEY_{tag}")
-    module = f"keyrew_{tag}_{abs(hash(str(workspace)))}"
-    (folder / f"{module}.py").write_text(KEYED_REWARD.format(key=str(key), body=KEYED[route]))
+    where = workspace / f"{kind}.json" if route != "env" else Path(f"R_{kind.upper()}_{tag}")
+    module = f"{kind}rew_{tag}_{abs(hash(str(workspace)))}"
+    (folder / f"{module}.py").write_text(template.format(**{kind: str(where)}, body=bodies[route]))
     monkeypatch.syspath_prepend(str(folder))
-    _set_key(route, key, 1.0, monkeypatch)
-    # 20 data rows, 13 prompt groups: rows 13-19 are never sampled
-    run_dir = hand_made_run(workspace, tiny_model, "keyed", [["a", "b", "c", "d"]] * 13, ["2"] * 20,
-                            rewards=[{"name": f"{module}.key_reward"}, *(rewards or [])])
+    set_input(route, where, 1, monkeypatch)
+    run_dir = hand_made_run(workspace, tiny_model, kind, [["a", "b", "c", "d"]] * 13, ["2"] * rows,
+                            rewards=[{"name": f"{module}.{kind}_reward"}, *(rewards or [])])
     review = inspect_rewards(InspectRequest(run=str(run_dir)))
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
-    return run_dir, key, review
+    return run_dir, where, review
 
 
 @pytest.mark.parametrize("route", ["env", pytest.param("subprocess", marks=pytest.mark.slow)])  # it starts /bin/cat
@@ -308,7 +299,7 @@ def test_an_input_that_moves_only_unsampled_rows_is_refused(workspace, tiny_mode
     reviewed samples replay the same; the row probes (each training row scored with a reviewed completion at
     review, again by the trainer) differ: refused (status 3), naming the reward, a row and both scores. Before,
     the replay passed and training ran at 7."""
-    run_dir, key, _ = _keyed_run(workspace, tiny_model, monkeypatch, route, route)
+    run_dir, key, _ = _reviewed_run(workspace, tiny_model, monkeypatch, "key", route, route)
     reviewed_reward_funcs(run_dir)
     assert "same scores" in capsys.readouterr().err
     _set_key(route, key, 7.0, monkeypatch)
@@ -327,8 +318,8 @@ def test_the_row_probes_cost_line_at_review_and_at_launch(workspace, tiny_model,
     too (result, sheet), naming the built-in rewards it leaves out. Rows past the cap are named at both ends."""
     from mcp_server.inspection import row_probes
 
-    run_dir, key, review = _keyed_run(workspace, tiny_model, monkeypatch, "env", "cost",
-                                      rewards=[{"name": "soft_overlong_punishment"}])
+    run_dir, key, review = _reviewed_run(workspace, tiny_model, monkeypatch, "key", "env", "cost",
+                                         rewards=[{"name": "soft_overlong_punishment"}])
     assert review.row_probes == (
         "probed 20 training rows x 1 rewards (key_reward), each row paired with a reviewed completion: 20 reward "
         "calls here and again at each launch; left out (the project's own code, reads only the completion and its "

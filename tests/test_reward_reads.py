@@ -414,9 +414,12 @@ def test_a_file_the_rewards_import_loads_is_pinned(workspace, tiny_model, monkey
     assert code == 3 and scores is None and str(changed) in err, (code, scores, err)
 
 
-def test_a_zip_archive_on_the_path_is_refused_at_the_review_naming_it(workspace, tiny_model, monkeypatch):
+def test_a_zip_archive_on_the_path_is_refused_alike_where_it_is_imported_and_where_it_is_only_resolved(
+        workspace, tiny_model, monkeypatch):
     """zipimport: a member of an archive is no file a pin can name; the review refuses it, naming the archive (not
-    an unexpected NotADirectoryError)."""
+    an unexpected NotADirectoryError). One refusal (rewards.source_only.zip_refusal), said alike where the import
+    happens (the reward imports its helper) and where the read-only server resolves it from the files (it imports
+    nothing): the module, the archive and what is accepted instead."""
     import zipfile
 
     from mcp_server.errors import UserInputError
@@ -426,14 +429,22 @@ def test_a_zip_archive_on_the_path_is_refused_at_the_review_naming_it(workspace,
     archive = workspace / "helpers.zip"
     with zipfile.ZipFile(archive, "w") as handle:
         handle.writestr("ziphelp_r15.py", "def val():\n    return 1.0\n")
-    load = f"import sys\nsys.path.insert(0, {str(archive)!r})\nfrom ziphelp_r15 import val"
-    (folder / "ziprew_r15.py").write_text(LOADED.format(load=load))
+    (folder / "ziprew_r15.py").write_text(LOADED.format(load="from ziphelp_r15 import val"))
+    monkeypatch.syspath_prepend(str(archive))
     monkeypatch.syspath_prepend(str(folder))
     run_dir = hand_made_run(workspace, tiny_model, "zip", [["a", "b", "c", "d"]] * 13, ["2"] * 13,
                             rewards=[{"name": "ziprew_r15.loaded_reward"}])
-    with pytest.raises(UserInputError) as refused:
-        inspect_rewards(InspectRequest(run=str(run_dir)))
-    assert str(archive) in str(refused.value) and "zip archive" in str(refused.value), refused.value
+    said = {}
+    for mode in ("imported", "read-only"):
+        monkeypatch.setenv("LLM_FINETUNING_READ_ONLY", "1" if mode == "read-only" else "0")
+        with pytest.raises(UserInputError) as refused:
+            inspect_rewards(InspectRequest(run=str(run_dir)))
+        message = str(refused.value)
+        assert f"ziphelp_r15 would be imported from the zip archive {archive}: refused" in message, (mode, message)
+        assert "a .py source file" in message and "unpack it beside the reward" in message, (mode, message)
+        said[mode] = message[message.index("ziphelp_r15 would be"):]
+    assert said["imported"] == said["read-only"], said
+    assert not (run_dir / "inspection" / "review.json").exists()
 
 
 @pytest.mark.slow  # the helper beside it is loaded by path; one inspection

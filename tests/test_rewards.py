@@ -521,32 +521,47 @@ def test_format_refuses_a_repeated_opening_tag():
     assert score({"name": "format_reward", "params": {"strict": False}}, [right, hedged]) == [1.0, 0.0]
 
 
-# ---------------------------------------------------------------- which fenced block code_execution_reward scores
+# ---------------------------------------------------------------- which fenced block a reward scores
 # m12-sandbox-first-block: the docs (references/reward-functions.md) score "the code_tag block, else the last
-# ```python block, else the whole text". Rows: every number (0-3) and order of fenced blocks, each tagged with one
-# of code.PYTHON_TAGS (and a case of one) or a language that is not Python; the block that must be scored holds
-# the right solution, every other block a wrong one. tests/test_sandbox.py runs the same rows through the reward.
-def fenced_rows() -> list[tuple[str, str | None]]:
-    """(completion, the code that must be scored: None for the whole text), for every tag sequence."""
+# ```python block, else the whole text"; json_schema_reward likewise its tag block, else the last ```json block,
+# else the whole text (one reading of fences for both: rewards.text.fenced_blocks). Rows: every number (0-3) and
+# order of fenced blocks, each tagged with one the reward reads (and a case of one) or one it does not; the block
+# that must be scored holds the right answer, every other block a wrong one. tests/test_sandbox.py runs the code
+# rows through the reward.
+def fenced_rows(tags: tuple[str, ...], accepted: tuple[str, ...], right: str, wrong: str) -> list[tuple]:
+    """(completion, the block that must be scored: None for the whole text), for every sequence of `tags`; a block
+    is read where its tag (any case) is one of `accepted`."""
     import itertools
 
-    from mcp_server.rewards.code import PYTHON_TAGS
-
-    tags = (*PYTHON_TAGS, "Python3", "js")
     rows = []
     for n in range(4):
         for sequence in itertools.product(tags, repeat=n):
-            python = [i for i, tag in enumerate(sequence) if tag.lower() in PYTHON_TAGS]
-            scored = python[-1] if python else None
-            blocks = [f"```{tag}\n{RIGHT_CODE if i == scored else WRONG_CODE}```\n" for i, tag in enumerate(sequence)]
-            text = "Here is my answer:\n" + "Or, better:\n".join(blocks) if blocks else RIGHT_CODE
-            rows.append((text, RIGHT_CODE if python else None))
+            read = [i for i, tag in enumerate(sequence) if tag.lower() in accepted]
+            scored = read[-1] if read else None
+            blocks = [f"```{tag}\n{right if i == scored else wrong}```\n" for i, tag in enumerate(sequence)]
+            text = "Here is my answer:\n" + "Or, better:\n".join(blocks) if blocks else right
+            rows.append((text, right if read else None))
     return rows
+
+
+def _code_rows():
+    from mcp_server.rewards.code import PYTHON_TAGS
+
+    return fenced_rows((*PYTHON_TAGS, "Python3", "js"), PYTHON_TAGS, RIGHT_CODE, WRONG_CODE)
+
+
+def _json_rows():
+    from mcp_server.rewards.json_schema import JSON_TAGS
+
+    return fenced_rows((*JSON_TAGS, "JSON", "Json", "js", "python"), JSON_TAGS, RIGHT_JSON, WRONG_JSON)
 
 
 RIGHT_CODE = "def add(a, b):\n    return a + b\n"
 WRONG_CODE = "def add(a, b):\n    return a * b\n"
-FENCED_ROWS = fenced_rows()
+FENCED_ROWS = _code_rows()
+RIGHT_JSON = '{"name": "x"}\n'
+WRONG_JSON = '{"nope": 1}\n'
+JSON_FENCED_ROWS = _json_rows()
 
 
 @pytest.mark.parametrize("text,scored", FENCED_ROWS, ids=[f"row{i}" for i in range(len(FENCED_ROWS))])
@@ -555,3 +570,20 @@ def test_the_last_fenced_python_block_is_the_code_scored(text, scored):
 
     assert extract_code(text) == (text if scored is None else scored), text
     assert extract_code(text + "<code>x = 1</code>", code_tag="code") == "x = 1"  # a tag set: its block, fences or not
+
+
+@pytest.mark.parametrize("text,scored", JSON_FENCED_ROWS, ids=[f"row{i}" for i in range(len(JSON_FENCED_ROWS))])
+def test_the_last_fenced_json_block_is_the_json_scored(text, scored):
+    from mcp_server.rewards.json_schema import extract_json
+
+    assert extract_json(text) == (text if scored is None else scored).strip(), text
+    assert extract_json(text + '<json>{"a": 1}</json>', tag="json") == '{"a": 1}'  # a tag set: its block only
+
+
+def test_the_json_reward_scores_the_table_of_fenced_blocks():
+    """JSON_FENCED_ROWS through the reward itself: 1.0 only where the right object is the block the docs say is
+    scored (the last ```json or untagged one; no such fence: the whole text, JSON only when it is nothing else)."""
+    spec = {"name": "json_schema_reward", "params": {"schema": {"type": "object", "required": ["name"]}}}
+    got = score(spec, [text for text, _ in JSON_FENCED_ROWS])
+    want = [1.0 if scored == RIGHT_JSON or text == RIGHT_JSON else 0.0 for text, scored in JSON_FENCED_ROWS]
+    assert got == want, [text for (text, _), g, w in zip(JSON_FENCED_ROWS, got, want, strict=True) if g != w]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from conftest import ROOT, checkout_env
+from conftest import ROOT, call_mcp, checkout_env
 from support import write_signed_lines
 
 WAIT_S = 600  # a generous bound for a loaded machine: the checks wait for a state, they never time it
@@ -250,3 +250,42 @@ def test_the_first_emit_says_what_it_loads_before_the_training_interpreter_runs(
     assert "VALID for CPU" in out and "loading torch" not in err, err  # said once
     wait_for(lambda: not list((runtime / "llm-finetuning").glob("worker-*")), "the idle daemon ending")
     shutil.rmtree(runtime)
+
+
+@pytest.mark.slow
+def test_a_reward_edited_between_two_calls_of_one_server_scores_with_its_new_code(workspace, tiny_model):
+    """The server's worker lives across calls and keeps what it imported: a reward module (or a helper it imports)
+    edited after a first inspection was scored with its old code by the next, while the review hashed the new file.
+    Each call of the worker imports the bytes the files hold then (rewards.source_only keys what it keeps on their
+    sha256), as a fresh process would: the helper's edit keeps its size (no size or mtime tells it apart), and the
+    reward module itself unchanged then still imports the new helper."""
+    from mcp_server.inspection.models import InspectRequest
+    from mcp_server.inspection.review import inspect_rewards
+    from support import hand_made_run
+
+    tag = str(abs(hash(str(workspace))))[:8]
+    helper, reward = workspace / f"warmhelp_{tag}.py", workspace / f"warmrew_{tag}.py"
+    helper.write_text("VALUE = 1.0\n")
+    code = (f"from warmhelp_{tag} import VALUE\n\n\ndef scored(completions, **kwargs):\n"
+            "    return [VALUE for _ in completions]\n")
+    reward.write_text(code)
+    run_dir = hand_made_run(workspace, tiny_model, "warm", [["a", "b", "c", "d"]] * 13, ["2"] * 13,
+                            rewards=[{"name": f"warmrew_{tag}.scored"}])
+    edits = [None, (helper, "VALUE = 0.5\n"), (reward, code.replace("[VALUE for", "[3 * VALUE for"))]
+    reviews = []
+
+    async def calls(client):
+        for edit in edits:
+            if edit:
+                edit[0].write_text(edit[1])
+            result = await client.call_tool("inspect_rewards", {"run": str(run_dir)})
+            assert not result.is_error, result
+            data = result.structured_content
+            total = next(d for d in data["distributions"] if d["name"] == "total")
+            reviews.append((total["mean"], data["reward_code_sha256"]))
+
+    asyncio.run(call_mcp(calls, env={"LLM_FINETUNING_WORKSPACE": str(workspace)}))
+    assert [mean for mean, _ in reviews] == [1.0, 0.5, 1.5], reviews
+    assert len({sha for _, sha in reviews}) == 3, reviews  # each review hashed the code that scored it
+    fresh = inspect_rewards(InspectRequest(run=str(run_dir)))  # this process never imported them: the files now
+    assert fresh.reward_code_sha256 == reviews[-1][1]

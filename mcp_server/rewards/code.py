@@ -7,17 +7,14 @@ reward raises `SandboxUnavailable` instead of running anything on the host.
 
 from __future__ import annotations
 
-import re
 
 from mcp_server.errors import UserInputError
 from mcp_server.rewards.declared import Column
 from mcp_server.rewards.named import NamedReward
 from mcp_server.rewards.sandbox import Limits, run_many
-from mcp_server.rewards.text import column, completion_texts, single_tag
+from mcp_server.rewards.text import column, completion_texts, fenced_blocks, single_tag
 
-# Every fenced block, its tag and body, paired opening to closing (a closing fence is never read as an opening one:
-# the prose after a ```js block is no code); the Python ones are those tagged python, python3, py or not at all.
-_FENCE = re.compile(r"```[ \t]*([^\s`]*)[ \t]*\n(.*?)```", flags=re.DOTALL)
+# The fenced blocks that are Python (text.fenced_blocks): those tagged python, python3, py or not at all.
 PYTHON_TAGS = ("", "python", "python3", "py")
 
 
@@ -26,7 +23,7 @@ def extract_code(text: str, code_tag: str | None = None) -> str:
     (```python ... ```, PYTHON_TAGS), else the whole text."""
     if code_tag:
         return single_tag(text, code_tag) or ""
-    blocks = [body for tag, body in _FENCE.findall(text) if tag.lower() in PYTHON_TAGS]
+    blocks = fenced_blocks(text, PYTHON_TAGS)
     return blocks[-1] if blocks else text
 
 

@@ -8,14 +8,14 @@ list must have exactly one schema per completion, and a dict is never zipped aga
 from __future__ import annotations
 
 import json
-import re
 
 from mcp_server.errors import UserInputError
 from mcp_server.rewards.declared import Column
 from mcp_server.rewards.named import NamedReward
-from mcp_server.rewards.text import completion_texts, single_tag
+from mcp_server.rewards.text import completion_texts, fenced_blocks, single_tag
 
-_JSON_FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\n(.*?)```", flags=re.DOTALL | re.IGNORECASE)
+# The fenced blocks that are JSON (text.fenced_blocks): those tagged json or not at all.
+JSON_TAGS = ("", "json")
 
 
 def _schema_from(value, where: str) -> dict:
@@ -49,10 +49,11 @@ def schemas_for_batch(schema, n: int, where: str) -> list[dict]:
 
 
 def extract_json(text: str, tag: str | None = None) -> str:
-    """The JSON text of a completion: the tag block when set, else the last ```json block, else the text."""
+    """The JSON text of a completion: the tag block when set, else the last complete ```json (or untagged) block
+    (JSON_TAGS), else the text."""
     if tag:
         return single_tag(text, tag) or ""
-    blocks = _JSON_FENCE.findall(text)
+    blocks = fenced_blocks(text, JSON_TAGS)
     return (blocks[-1] if blocks else text).strip()
 
 

@@ -15,9 +15,11 @@ What runs is what is hashed (issue 48, round 15): each user file the import syst
 loads is read once, and the bytes read are the bytes that run; their sha256 is kept (EXECUTED, by resolved path)
 so a hash of the module's source taken after its import hashes what ran (rewards.sources: a module that rewrites
 its own file at import is judged by what ran, not by what its file says afterwards). A user extension module
-(.so/.pyd) is loaded from a private copy of the bytes hashed, never from its path again; a user zip archive on
-sys.path is refused (its members are not files a pin can name). Each load is handed to the ON_LOAD watchers
-(rewards.reads pins a module loaded by path, spec_from_file_location + exec_module, with the reward's reads).
+(.so/.pyd) is loaded from a private copy of the bytes hashed, never from its path again (one that links a user
+library through its run path, `$ORIGIN`, is refused naming it: that library is neither pinned nor beside the copy,
+rewards.elf_links); a user zip archive on sys.path is refused (its members are not files a pin can name). Each
+load is handed to the ON_LOAD watchers (rewards.reads pins a module loaded by path, spec_from_file_location +
+exec_module, with the reward's reads).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import threading
 import zipimport
 from functools import lru_cache
 from pathlib import Path
+
+from mcp_server.rewards.elf_links import linked_user_libraries
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -115,6 +119,9 @@ def _extension_module(self, spec):
         return _STOCK["extension"](self, spec)
     with open(self.path, "rb") as handle:
         data = handle.read()
+    linked = linked_user_libraries(data, self.path, is_user_file)
+    if linked:
+        raise ImportError(linked_refusal(spec.name, self.path, linked[0]), name=spec.name, path=self.path)
     folder = tempfile.mkdtemp(prefix="llmft-ext-")
     copy = os.path.join(folder, os.path.basename(self.path))
     try:
@@ -131,12 +138,29 @@ def _extension_module(self, spec):
             os.rmdir(folder)
 
 
+def linked_refusal(name: str, path: str, link: tuple[str, str, str]) -> str:
+    """The refusal of a user extension module that links a user library through its run path (rewards.elf_links):
+    names the module, the library's file and what is accepted instead."""
+    library, entry, file = link
+    return (f"{name} ({path}) links {library} from {file} (its run path {entry!r}): refused, a user extension module "
+            "is loaded from a private copy of the bytes the review pins, and a library it links from the workspace "
+            f"is neither pinned nor beside that copy; link {library} statically into {os.path.basename(path)} (or "
+            "drop the run path and install the library as a system library) and review again")
+
+
+def zip_refusal(name: str, archive: str) -> str:
+    """The one refusal of a user module in a zip archive, said alike where the import happens (here) and where a
+    review resolves a module without importing it (rewards.sources, the read-only server): names the module, the
+    archive and what is accepted instead."""
+    return (f"{name} would be imported from the zip archive {archive}: refused, user code is imported from files a "
+            "pin can name (a .py source file, or an extension module's own file; what the review judges is what "
+            "training runs); unpack it beside the reward and review again")
+
+
 def _zip_refused(self, fullname, *args):
     archive = getattr(self, "archive", "?")
     if is_user_file(archive):
-        raise ImportError(f"{fullname} would be imported from the zip archive {archive}: refused, user code is "
-                          "imported from files a pin can name (what the review judges is what training runs); "
-                          "unpack it beside the reward", name=fullname, path=archive)
+        raise ImportError(zip_refusal(fullname, archive), name=fullname, path=archive)
     return _STOCK["zip_" + args[-1]](self, fullname)
 
 
@@ -156,6 +180,9 @@ def install_source_only() -> None:
     machinery = importlib.machinery
     if _STOCK:
         return
+    from mcp_server.worker import BEFORE_EACH_CALL
+
+    BEFORE_EACH_CALL.append(forget_changed)
     _STOCK.update(source=machinery.SourceFileLoader.get_code, sourceless=machinery.SourcelessFileLoader.get_code,
                   extension=machinery.ExtensionFileLoader.create_module, zip_get_code=zipimport.zipimporter.get_code,
                   zip_load_module=zipimport.zipimporter.load_module)
@@ -170,6 +197,34 @@ def install_source_only() -> None:
              and module.__spec__.origin and is_user_file(module.__spec__.origin)]
     for name in stale:  # a sourceless user module imported before: imported (and refused) again
         sys.modules.pop(name, None)
+
+
+def forget_changed() -> list[str]:
+    """Before each call of a long-lived process (the worker, the CLI's daemon: worker.BEFORE_EACH_CALL): when a user
+    module's file no longer holds the bytes that ran from it (EXECUTED, their sha256), every user module is dropped
+    from sys.modules, so the call imports what the files hold now, as a fresh process would; a module keeps its
+    helpers' functions, so dropping the changed one alone would keep their old code. The names dropped (none when
+    nothing changed: what was imported stays imported)."""
+    user, changed = [], False
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        origin = getattr(spec, "origin", None) if spec is not None and getattr(spec, "has_location", False) else None
+        if not isinstance(origin, str) or not is_user_file(origin):
+            continue
+        user.append(name)
+        ran = executed(origin)
+        if ran is not None and not changed:
+            try:
+                with open(origin, "rb") as handle:
+                    changed = hashlib.sha256(handle.read()).hexdigest() != ran
+            except OSError:  # removed or unreadable: not what ran
+                changed = True
+    importlib.invalidate_caches()  # a module file added since the last call is found
+    if not changed:
+        return []
+    for name in user:
+        sys.modules.pop(name, None)
+    return sorted(user)
 
 
 IMPORT_LIMIT_S = 300.0  # LLM_FINETUNING_IMPORT_LIMIT_S: how long a user module's import may take in the worker

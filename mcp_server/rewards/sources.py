@@ -20,7 +20,11 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import user_code_allowed
-from mcp_server.rewards.source_only import executed, installed_roots  # noqa: F401 (its home was here)
+from mcp_server.rewards.source_only import (  # noqa: F401 (installed_roots: its home was here)
+    executed,
+    installed_roots,
+    zip_refusal,
+)
 
 
 # What importing each user module actually loaded (sys.modules before and after: rewards.dotted records it): a
@@ -31,9 +35,10 @@ IMPORTED: dict[str, tuple[str, ...]] = {}
 
 def record_import(name: str, before: set[str]) -> None:
     """Keep what the import of `name` loaded (the modules now in sys.modules that were not in `before`), other
-    than this package's own (imported as installed, never a reward's code)."""
-    IMPORTED.setdefault(name, tuple(sorted(m for m in set(sys.modules) - before
-                                           if m != name and m.split(".")[0] != "mcp_server")))
+    than this package's own (imported as installed, never a reward's code); an import again (a worker's call after
+    its files changed: source_only.forget_changed) replaces what the earlier one loaded."""
+    IMPORTED[name] = tuple(sorted(m for m in set(sys.modules) - before
+                                  if m != name and m.split(".")[0] != "mcp_server"))
 
 
 def _dynamic_names(node: ast.AST) -> list[str]:
@@ -107,10 +112,11 @@ def _origin(name: str) -> Path | None:
     path = Path(origin).resolve()
     if not path.is_file():  # a module from a zip archive on sys.path (zipimport): no file to pin or copy
         archive = next((str(p) for p in path.parents if p.is_file()), None)
-        raise UserInputError("rewards", f"module {name!r} is imported from {archive or origin}"
-                             + (" (a zip archive on sys.path)" if archive else ", which is no file")
-                             + ": a review pins and copies reward code as files; put its .py file in the "
-                             "workspace (unpack the archive) and review again")
+        if archive:
+            raise UserInputError("rewards", zip_refusal(name, archive))
+        raise UserInputError("rewards", f"module {name!r} is imported from {origin}, which is no file: a review "
+                             "pins and copies reward code as files; put its .py file in the workspace and review "
+                             "again")
     return path
 
 

@@ -53,6 +53,17 @@ def single_tag(text: str, tag: str) -> str | None:
     return found[0].strip() if len(found) == 1 else None
 
 
+# Every fenced block, its tag and body, paired opening to closing: a closing fence is never read as an opening one
+# (the prose after a ```js block is no code, and no JSON either).
+_FENCE = re.compile(r"```[ \t]*([^\s`]*)[ \t]*\n(.*?)```", flags=re.DOTALL)
+
+
+def fenced_blocks(text: str, tags: tuple[str, ...]) -> list[str]:
+    """The bodies of the complete fenced blocks in `text` whose tag (any case; "" for none) is one of `tags`, in
+    order: the one reading of fences the rewards share (code_execution_reward's code, json_schema_reward's JSON)."""
+    return [body for tag, body in _FENCE.findall(text) if tag.lower() in tags]
+
+
 def column(columns: dict, name: str, n: int, param: str) -> list:
     """The dataset column `name` (one value per completion), or a clear error naming the parameter."""
     if name not in columns:

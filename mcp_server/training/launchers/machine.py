@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import signed_samples_meta
 from mcp_server.memory import planner
 from mcp_server.memory.models import LaunchLayout, MemoryPlan
 from mcp_server.recipe.recorded import RecordedRequest
 from mcp_server.recipe.runspec import RunSpec
-from mcp_server.runs import Run, read_json_if_present
+from mcp_server.runs import Run
 from mcp_server.training.models import LaunchRequest
 
 SHARDINGS = ("ddp", "zero2", "zero3", "fsdp")  # the strategies TRL ships an accelerate config for
@@ -29,9 +30,10 @@ def plan_launch_memory(run: Run, spec: RunSpec, request: LaunchRequest,
                        num_gpus: int | None = None) -> tuple[MemoryPlan | None, str | None]:
     """The run's memory plan for this launch (its target: the GPUs, nodes and vLLM server GPUs config.target.Target
     decides, or `num_gpus` where the launch chose its processes; and its strategy), or (None, why not).
-    Prompts are planned at the longest one the inspection measured (samples.meta.json; the launch gate needs an
-    inspection), else at the planner's default."""
-    meta = read_json_if_present(run.samples_meta)
+    Prompts are planned at the longest one the inspection measured (samples.meta.json as the sampler signed it,
+    evidence.signed_samples_meta: a record edited by hand plans nothing; the launch gate needs an inspection), else
+    at the planner's default."""
+    meta, _ = signed_samples_meta(run)
     lengths = meta.get("lengths") if isinstance(meta, dict) and isinstance(meta.get("lengths"), dict) else {}
     prompt = lengths.get("prompt_tokens_max") if isinstance(lengths.get("prompt_tokens_max"), int) else None
     try:
