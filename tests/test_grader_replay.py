@@ -203,3 +203,17 @@ def test_the_rounds_subprocess_grader_through_the_cli(workspace, tiny_model):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr[-600:]
     assert "the grader replay" in proc.stderr and "g (grade_sub.g) scores 6 of the 6" in proc.stderr, proc.stderr
     assert "PROMOTE" not in proc.stdout and not (run_dir / "promotion.json").exists()
+
+
+@pytest.mark.parametrize("stored, now, same", [
+    (0.0, 0.0, True), (1, 1.0, True), (True, 1.0, False),  # a bool is not a stored score (JSON keeps floats)
+    (1.0, 1.0000001, False), (0.0, 1e-12, False), (3.0, 2.9999999999, False),  # whole numbers: exact
+    (0.3, 0.30000001, True), (0.3, 0.3000004, False), (-0.25, -0.2500001, True),  # otherwise 1e-6 relative
+    (1e-10, -1e-10, False), (2e-10, 1e-10, True),  # near 0: 1e-9 absolute, but never across 0 (pass or fail)
+    (float("nan"), float("nan"), True), (float("nan"), 0.0, False), (float("inf"), float("inf"), True),
+    (None, 0.0, False), ("0.5", 0.5, False),
+])
+def test_a_replayed_score_is_the_stored_one_within_the_tolerance(stored, now, same):
+    from mcp_server.evaluation.grader_replay import same_score
+
+    assert same_score(stored, now) is same

@@ -44,5 +44,6 @@ esac
 START=$(date +%s.%N)
 $CLI promote-checkpoint $R > promote.log 2>&1; RC=$?
 END=$(date +%s.%N); [ -n "$WATCH" ] && kill $WATCH 2>/dev/null
-echo "promote rc=$RC in $(echo "$END - $START" | bc) s: $(grep -E "^PROMOTE|^REJECT|^error|replay" promote.log \
-  | head -3 | cut -c1-400)"
+echo "promote rc=$RC in $(echo "$END - $START" | bc) s: $(grep -E "^PROMOTE|^REJECT|^error" promote.log | head -1 \
+  | cut -c1-400)"
+grep "graders replayed" promote.log
