@@ -214,6 +214,6 @@ def test_the_rounds_subprocess_grader_through_the_cli(workspace, tiny_model):
     (None, 0.0, False), ("0.5", 0.5, False),
 ])
 def test_a_replayed_score_is_the_stored_one_within_the_tolerance(stored, now, same):
-    from mcp_server.evaluation.grader_replay import same_score
+    from mcp_server.evaluation.replay_scores import same_score
 
     assert same_score(stored, now) is same

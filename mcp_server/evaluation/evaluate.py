@@ -19,6 +19,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
+from mcp_server.evaluation.replay_scores import same_score, stored_items
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.inspection.pins import model_content, model_pin
@@ -459,9 +460,7 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
 
 def _rescored(path: Path, items: list[ItemResult]) -> bool:
     """Whether the task's baseline at `path` is of another rule than `items` were graded by: it keeps no replies, or
-    one of its replies that is one of `items`' is scored otherwise (grader_replay.same_score)."""
-    from mcp_server.evaluation.grader_replay import same_score, stored_items
-
+    one of its replies that is one of `items`' is scored otherwise (replay_scores.same_score)."""
     try:
         stored = stored_items(read_baseline(path), len(items))
     except UserInputError:  # unreadable: it stays, never overwritten, and decides nothing (promote refuses it)

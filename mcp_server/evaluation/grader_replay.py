@@ -1,105 +1,47 @@
 """The grader replay: promote_checkpoint grades the baseline's stored replies again before it trusts a comparison.
 
 A baseline is identified by its graders' code and the files they open in the process (rewards.reads), not by what a
-grader reaches otherwise: a file read by a child process it starts (`subprocess.run(["cat", path])`), an
-environment variable, the clock, the network (issue 48, round 15 F1: the file a grader read through /bin/cat said
-"fail" when the base model was measured and "pass" at promotion: PROMOTE by +100 points with the checkpoint being
-the base model itself). What the trainer does for the review (inspection.replay, inspection.row_probes: the
-reviewed pairs scored again at launch), promote does for the baseline: its stored replies (every golden's
-completion, kept in eval/baseline-*.json since evaluate_model was first written) are graded again by the graders the
-checkpoint is about to be judged with, in the same process, called as the baseline called them (every reply in one
-call, in goldens order); each score must be the stored one (`same_score`). After the checkpoint is graded, its
-replies and the baseline's are graded again once more (`regrade_after`): a grader whose scores move while the
-promotion runs (a file changed while the checkpoint decodes, a grader that pays on its first call only) is refused
-too. Refused naming the grader, the items (index and the reply's start), stored against now, and the way on.
+grader reaches otherwise: a file read by a child process it starts (`subprocess.run(["cat", path])`), an environment
+variable, the clock, the network (issue 48, round 15 F1: the file a grader read through /bin/cat said "fail" when the
+base model was measured and "pass" at promotion: PROMOTE by +100 points with the checkpoint being the base model
+itself). What the trainer does for the review (inspection.replay, inspection.row_probes: the reviewed pairs scored
+again at launch), promote does for the baseline: its stored replies (every golden's completion, kept in
+eval/baseline-*.json since evaluate_model was first written) are graded again by the graders the checkpoint is about
+to be judged with, in the same process, called as the baseline called them (every reply in one call, in goldens
+order); each score must be the stored one (`replay_scores.same_score`). After the checkpoint is graded, its replies
+and the baseline's are graded again once more (`regrade_after`): a grader whose scores move while the promotion runs
+(a file changed while the checkpoint decodes, a grader that pays on its first call only) is refused too. Refused
+naming the grader, the items (index and the reply's start), stored against now, and the way on.
 
-Tolerance (`same_score`): exact for a stored score that is a whole number (0/1, booleans, counts: no noise can make
-an integer reward off by a little), and always exact on which side of 0 a score falls (a pass is a score above 0);
-otherwise relative 1e-6 (absolute 1e-9 near 0). The replay feeds the same replies and rows to the same code in the
-same call shape, so a deterministic grader gives the bits it gave; the tolerance is for a grader computing in
-float32 with a threaded reduction (torch on several cores: last-bit differences, about 1e-7 relative), and it is
-far below any change of rule. NaN matches NaN (the baseline keeps it as NaN).
+Tolerance (`replay_scores.same_score`): exact for a stored score that is a whole number (0/1, booleans, counts: no
+noise can make an integer reward off by a little), and always exact on which side of 0 a score falls (a pass is a
+score above 0); otherwise relative 1e-6 (absolute 1e-9 near 0). The replay feeds the same replies and rows to the
+same code in the same call shape, so a deterministic grader gives the bits it gave; the tolerance is for a grader
+computing in float32 with a threaded reduction (torch on several cores: last-bit differences, about 1e-7 relative),
+and it is far below any change of rule. NaN matches NaN (the baseline keeps it as NaN).
 
 A baseline that keeps no completions (none written by evaluate_model; a file shaped by hand or by a version before
-it) cannot be replayed: refused, saying so, never passed silently. evaluate_model then files a new baseline beside
-it (evaluate._file_baseline: one whose replies its graders score otherwise than stored, or none stored, is a baseline
-of another rule), and `replayed_pick` chooses, of the baselines promote may use, the first whose replay holds.
+it) cannot be replayed: refused, saying so, never passed silently. evaluate_model then files a new baseline beside it
+(evaluate._file_baseline: one whose replies its graders score otherwise than stored, or none stored, is a baseline of
+another rule), and `replayed_pick` chooses, of the baselines promote may use, the first whose replay holds.
 
 Cost: the graders run three more times over the goldens (the baseline's replies twice, the checkpoint's once), no
-decoding; promote's reasons give the seconds. What it cannot see: a grader that scores the baseline's replies as
-stored and the checkpoint's otherwise, consistently (its code decides that, and its code is pinned), or an input
-changed and put back within the checkpoint's own grading call.
+decoding; promote's reasons give the seconds (0.01-0.06 s for the 20 goldens of
+`bench/hostile_r15/promote_subprocess.sh`, whose promotion takes ~20 s on a CPU). What it cannot see: a grader that
+scores the baseline's replies as stored and the checkpoint's otherwise, consistently (its code decides that, and its
+code is pinned), or an input changed and put back within the checkpoint's own grading call.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import grade, load_goldens, resolve_goldens
+from mcp_server.evaluation.replay_scores import moved, stored_items
 from mcp_server.rewards import reads
 from mcp_server.workspace import sha256_file
-
-REL_TOL = 1e-6
-ABS_TOL = 1e-9
-QUOTED = 3  # items quoted per grader in a refusal
-
-
-def same_score(stored, now: float) -> bool:
-    """Whether `now` is the score the baseline stored as `stored` (the module's tolerance)."""
-    if isinstance(stored, bool) or not isinstance(stored, (int, float)) or not isinstance(now, (int, float)):
-        return False
-    stored, now = float(stored), float(now)
-    if math.isnan(stored) or math.isnan(now):
-        return math.isnan(stored) and math.isnan(now)
-    if math.isinf(stored) or stored.is_integer():
-        return now == stored
-    return (stored > 0) == (now > 0) and math.isclose(now, stored, rel_tol=REL_TOL, abs_tol=ABS_TOL)
-
-
-def stored_items(baseline: dict, count: int) -> list[dict] | None:
-    """The baseline's per-golden results, each with its completion and scores, in goldens order; None when it keeps
-    none for `count` goldens (it cannot be replayed)."""
-    items = baseline.get("items")
-    if not isinstance(items, list) or len(items) != count or not count:
-        return None
-    for index, item in enumerate(items):
-        if not (isinstance(item, dict) and item.get("index") == index and isinstance(item.get("completion"), str)
-                and isinstance(item.get("scores"), dict)):
-            return None
-    return items
-
-
-def moved(stored: list[dict], now: list[dict[str, float]], graders: list) -> list[str]:
-    """One line per grader whose scores `now` are not the `stored` items' scores: its name, how many items, the
-    first QUOTED (index, the reply's start, stored and now)."""
-    names = list(dict.fromkeys([*(k for s in now for k in s), *(k for i in stored for k in i["scores"])]))
-    specs = [getattr(g, "name", None) or (g.get("name") if isinstance(g, dict) else None) for g in graders]
-    lines = []
-    for number, name in enumerate(names):
-        differ = [(i["index"], i["completion"], i["scores"].get(name, "none"), s.get(name, "none"))
-                  for i, s in zip(stored, now) if name not in s or not same_score(i["scores"].get(name), s[name])]
-        if not differ:
-            continue
-        spec = specs[number] if len(specs) == len(names) and specs[number] not in (None, name) else None
-        quoted = "; ".join(f"#{index} {_quote(text)}: stored {_shown(then)}, now {_shown(value)}"
-                           for index, text, then, value in differ[:QUOTED])
-        more = f"; and {len(differ) - QUOTED} more" if len(differ) > QUOTED else ""
-        lines.append(f"{name}{f' ({spec})' if spec else ''} scores {len(differ)} of the {len(stored)} replies "
-                     f"otherwise: {quoted}{more}")
-    return lines
-
-
-def _quote(text: str) -> str:
-    flat = " ".join(text.split())
-    return repr(flat[:40] + ("..." if len(flat) > 40 else ""))
-
-
-def _shown(value) -> str:
-    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
-
 
 def regraded(rows: list[dict], items: list[dict], graders: list) -> list[dict[str, float]]:
     """The items' completions graded again now, as evaluate_model graded them (one call per grader, every item)."""
