@@ -321,6 +321,7 @@ def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, worse
     assert result.verdict == "PROMOTE", result.reasons
     assert result.improvement_ci[0] > 0 and result.gained >= MEMORISED_AT_LEAST and result.lost == 0
     assert result.p_value < 0.05 and result.drift.ok
+    assert any(r.startswith("graders replayed") and "the same scores" in r for r in result.reasons)  # honest graders
 
     exported = export_model(ExportRequest(run=str(run)))
     assert exported.smoke_identical and exported.promotion_verdict == "PROMOTE" and not exported.merged_lora

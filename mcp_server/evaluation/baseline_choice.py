@@ -15,6 +15,7 @@ from mcp_server.evaluation.evaluate import (
     baseline_model_pin, baseline_unrecorded, baselines_of, eval_plan, evaluate_model, load_goldens, read_baseline,
     resolve_goldens,
 )
+from mcp_server.evaluation.grader_replay import replay_baseline, replayed_pick
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, PromoteRequest
 from mcp_server.evidence import valid
 from mcp_server.inspection.pins import config_model_pin, model_content
@@ -61,14 +62,16 @@ def check_baseline(run: Run, path: Path, baseline: dict) -> None:
 
 
 def choose_baseline(run: Run, request: PromoteRequest, config: dict, base: str, base_ref,
-                    report: Report) -> tuple[Path, dict, str]:
-    """(its file, the base model's baseline, the choice in words) from eval/: of the baselines on the request's
-    goldens (any goldens when none given), those graded by this run's rewards (train/rewards.json), else by a part
-    of them, when there are any: the others, another task's, are set aside unread, their reward code never imported
-    (issue 49: a leftover baseline of another task, its reward module moved since, failed the promotion importing
-    it). With none such, the baselines there decide (a run judged by other graders than it trains on). Only a
-    baseline of the run's base model's content counts (reviewed_base_pin; issue 48, round 10 F3). Measured now on
-    the request's goldens when there is none yet, the base model as it is now checked to be that content first."""
+                    report: Report) -> tuple[Path, dict, str, float]:
+    """(its file, the base model's baseline, the choice in words, the grader replay's seconds) from eval/: of the
+    baselines on the request's goldens (any goldens when none given), those graded by this run's rewards
+    (train/rewards.json), else by a part of them, when there are any: the others, another task's, are set aside
+    unread, their reward code never imported (issue 49: a leftover baseline of another task, its reward module moved
+    since, failed the promotion importing it). With none such, the baselines there decide (a run judged by other
+    graders than it trains on). Only a baseline of the run's base model's content counts (reviewed_base_pin; issue
+    48, round 10 F3), and only one whose stored replies its graders score as stored now (grader_replay). Measured
+    now on the request's goldens when there is none yet, the base model as it is now checked to be that content
+    first."""
     name = known_name(base)[0]  # the name the user gave, never a cache path (issue 49)
     ours = _run_graders(run)
     pin, whose = reviewed_base_pin(run, config)
@@ -82,9 +85,9 @@ def choose_baseline(run: Run, request: PromoteRequest, config: dict, base: str, 
                              "files")
     aside = f"; set aside: {'; '.join(skipped)}" if skipped else ""
     budget = int(GRPOView.given(config).max_completion_length or EVAL_TOKENS)  # what the run trains with
-    if found:
-        path, baseline = _pick(found, budget)
-        check_baseline(run, path, baseline)
+    if found:  # the first whose stored replies its graders still score as stored (grader_replay)
+        path, baseline, replay = replayed_pick(_order(found, budget), request.goldens,
+                                               lambda p, b: check_baseline(run, p, b))
         mine = "" if skipped or _graded_by(baseline, ours) else \
             " (no baseline is graded by this run's rewards: the baseline's graders decide)"
         tokens = "" if baseline.get("max_new_tokens") == budget else (
@@ -92,7 +95,7 @@ def choose_baseline(run: Run, request: PromoteRequest, config: dict, base: str, 
             "checkpoint is decoded as the baseline was, so they compare, but not at the run's budget; evaluate_model "
             "with run RUN measures a baseline at it)")
         return path, baseline, (f"{path.name}: {name} graded by {_names(baseline.get('graders'))} on "
-                                f"{baseline.get('goldens')}{mine}{tokens}{aside}")
+                                f"{baseline.get('goldens')}{mine}{tokens}{aside}"), replay
     content_refusal(name, pin, whose, other, bool(request.goldens))
     if not request.goldens:
         raise UserInputError(
@@ -109,14 +112,20 @@ def choose_baseline(run: Run, request: PromoteRequest, config: dict, base: str, 
     measured = json.loads(path.read_text(encoding="utf-8"))
     if model_content(measured.get("model_pin")) != model_content(pin):  # changed while it was measured
         base_now_refusal(name, base_ref, pin, whose)
-    return path, measured, f"{path.name}: measured now on {request.goldens}{aside}"
+    replay = replay_baseline(path, measured, request.goldens)
+    return path, measured, f"{path.name}: measured now on {request.goldens}{aside}", replay
+
+
+def _order(found: list, budget: int) -> list[tuple[Path, dict]]:
+    """The baselines that stand on one goldens file, in the order they are preferred: those measured at the run's
+    budget first (issue 49: a baseline at 256 tokens for a run that trains with 24), then the first measured (a
+    later, looser grader never replaces it); promote takes the first whose grader replay holds."""
+    return sorted(found, key=lambda item: (item[1].get("max_new_tokens") != budget, str(item[1].get("written_at")),
+                                           item[0].name))
 
 
 def _pick(found: list, budget: int) -> tuple[Path, dict]:
-    """The baseline that stands on one goldens file: the first measured at the run's budget (a later, looser grader
-    never replaces it), else the first measured (issue 49: a baseline at 256 tokens for a run that trains with 24)."""
-    return min(found, key=lambda item: (item[1].get("max_new_tokens") != budget, str(item[1].get("written_at")),
-                                        item[0].name))
+    return _order(found, budget)[0]
 
 
 def _graded_by(baseline: dict, ours: list[RewardSpec] | None) -> bool:

@@ -19,6 +19,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
+from mcp_server.evaluation.replay_scores import same_score, stored_items
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.inspection.pins import model_content, model_pin
@@ -420,7 +421,13 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
     overwrite it."""
     task, graders_code = task_key(result.goldens_sha256, request.graders, request.max_new_tokens, request.seed,
                                   graders_reads, model_content(pin))
-    path = baseline_path(result.model_path if request.model != "tiny" else "tiny", task)
+    model = result.model_path if request.model != "tiny" else "tiny"
+    path = baseline_path(model, task)
+    files = request.baseline == "write" or request.baseline == "auto" and not inside_a_run(result.model_path)
+    rescored = path if files and not request.limit and path.is_file() and _rescored(path, result.items) else None
+    if rescored:  # the task's baseline is of another rule than the graders score by now: this one files beside it
+        scores = json.dumps([i.scores for i in result.items], sort_keys=True).encode()
+        path = baseline_path(model, f"{task}-{hashlib.sha256(scores).hexdigest()[:8]}")  # named by its scores
     existing = path.is_file()
     if request.baseline == "never":
         result.baseline_note = "baseline not requested"
@@ -441,8 +448,24 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
         if result.baseline_written:
             record_baseline(path)
-        result.baseline_note = _written_note(request, result, path, pin) if result.baseline_written else (
+        note = f"baseline written beside {rescored.name}, whose replies these graders score otherwise now (what " \
+            "they read beyond the pinned files changed since, or it keeps no replies): promote_checkpoint judges " \
+            "against the baseline whose replies its graders score as stored" if rescored else None
+        result.baseline_note = (note or _written_note(request, result, path, pin)) if result.baseline_written else (
             "another evaluation wrote this baseline first; it is never overwritten"
         )
     if path.is_file():
         result.baseline_path = str(path)
+
+
+def _rescored(path: Path, items: list[ItemResult]) -> bool:
+    """Whether the task's baseline at `path` is of another rule than `items` were graded by: it keeps no replies, or
+    one of its replies that is one of `items`' is scored otherwise (replay_scores.same_score)."""
+    try:
+        stored = stored_items(read_baseline(path), len(items))
+    except UserInputError:  # unreadable: it stays, never overwritten, and decides nothing (promote refuses it)
+        return False
+    if stored is None:
+        return True
+    return any(s["completion"] == i.completion and (set(s["scores"]) != set(i.scores) or not all(
+        same_score(s["scores"][k], v) for k, v in i.scores.items())) for s, i in zip(stored, items))

@@ -30,12 +30,13 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
     baseline_unrecorded, default_graders, eval_plan, evaluate_rows, item_passed,
-    load_goldens, resolve_goldens, summarise, unpaid_warnings,
+    load_goldens, summarise, unpaid_warnings,
 )
 from mcp_server.evaluation.models import (DriftResult, ItemResult, PromoteRequest,
                                           PromotionResult)
 from mcp_server.evaluation.baseline_choice import PROMOTION, choose_baseline, promotion_signed, same_inputs
 from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
+from mcp_server.evaluation.grader_replay import baseline_goldens, regrade_after
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.checked_load import hashed_load
 from mcp_server.model_ref import report_name, resolve_loadable
@@ -69,8 +70,8 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
                     "and the checkpoint on the drift suite (each stage says its plan before it decodes)")  # walk 9
     base_ref = resolve_loadable(base)
     eval_root()  # eval/ a link leading outside the workspace: refused before anything is decoded or written
-    baseline_file, baseline, choice = choose_baseline(run, request, config, base, base_ref, report)
-    goldens, sha = _baseline_goldens(request, baseline)
+    baseline_file, baseline, choice, replayed = choose_baseline(run, request, config, base, base_ref, report)
+    goldens, sha = baseline_goldens(request.goldens, baseline)
 
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
@@ -83,6 +84,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
                           report=stage, read=read)
     same_inputs(baseline_file, baseline, read.pins())
+    replayed += regrade_after(baseline_file, baseline, rows, items, graders)  # scores moved meanwhile: refused
     passed, rate, low, high = summarise(items)
     base_rate = float(baseline["pass_rate"])
     improvement = round((rate - base_rate) * 100, 2)
@@ -98,6 +100,8 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
            f"NOT a clear improvement (the improvement's interval must lie above {request.min_improvement_points:g} "
            "points)"),
         _drift_reason(drift),
+        f"graders replayed: the baseline's {len(items)} stored replies graded again before the checkpoint was "
+        f"decoded and after it was graded, the checkpoint's once more: the same scores ({replayed:.2f} s)",
     ]
     result = PromotionResult(
         run_dir=str(run.dir),
@@ -214,21 +218,6 @@ def promotion_problems(promotion: dict) -> list[str]:
     if promotion.get("verdict") != rule:
         problems.append(f"the rule applied to its results gives {rule}, not {promotion.get('verdict')}")
     return problems
-
-
-def _baseline_goldens(request: PromoteRequest, baseline: dict) -> tuple[Path, str]:
-    """The goldens file (the request's, else the baseline's) and its sha256, which must be the baseline's."""
-    goldens = resolve_goldens(request.goldens) if request.goldens else Path(baseline["goldens"])
-    if not goldens.is_file():
-        raise UserInputError("goldens", f"the baseline's goldens file {goldens} is gone; restore it (sha256 "
-                             f"{baseline['goldens_sha256']}) or re-baseline under another model name")
-    sha = sha256_file(goldens)
-    if sha != baseline["goldens_sha256"]:
-        raise UserInputError(
-            "goldens", f"{goldens} (sha256 {sha[:12]}) is not the goldens the baseline was measured on "
-            f"({baseline['goldens']}, sha256 {baseline['goldens_sha256'][:12]}): the comparison would mean nothing",
-        )
-    return goldens, sha
 
 
 def _unpaid(baseline: dict, items: list, graders: list) -> list[str]:

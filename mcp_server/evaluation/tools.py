@@ -80,7 +80,8 @@ TOOLS = [
         effects=Effects(writes=True, destroys=True, repeatable=True, open_world=True),
         description="""Judge a run's checkpoint: the same goldens (sha256), graders and decoding as the base model's baseline,
     plus a frozen drift suite under the drift budget (<= 1 point noise, 1-5 points rerun with other seeds,
-    > 5 points hard fail). Writes promotion-report.md and promotion.json with PROMOTE or REJECT and evidence.""",  # noqa: E501 (the text MCP clients list, as it was)
+    > 5 points hard fail). The baseline's stored replies are graded again first, and both models' after: a grader
+    scoring them otherwise now is refused. Writes promotion-report.md and promotion.json with PROMOTE or REJECT.""",  # noqa: E501 (the text MCP clients list, as it was)
         cli=Command(
             "PROMOTE or REJECT a run's checkpoint against the baseline and the drift budget; writes "
             "promotion-report.md. Exit 0 only on PROMOTE.", human_promotion, lambda r: r.verdict == "PROMOTE",

@@ -1,0 +1,127 @@
+"""The grader replay: promote_checkpoint grades the baseline's stored replies again before it trusts a comparison.
+
+A baseline is identified by its graders' code and the files they open in the process (rewards.reads), not by what a
+grader reaches otherwise: a file read by a child process it starts (`subprocess.run(["cat", path])`), an environment
+variable, the clock, the network (issue 48, round 15 F1: the file a grader read through /bin/cat said "fail" when the
+base model was measured and "pass" at promotion: PROMOTE by +100 points with the checkpoint being the base model
+itself). What the trainer does for the review (inspection.replay, inspection.row_probes: the reviewed pairs scored
+again at launch), promote does for the baseline: its stored replies (every golden's completion, kept in
+eval/baseline-*.json since evaluate_model was first written) are graded again by the graders the checkpoint is about
+to be judged with, in the same process, called as the baseline called them (every reply in one call, in goldens
+order); each score must be the stored one (`replay_scores.same_score`). After the checkpoint is graded, its replies
+and the baseline's are graded again once more (`regrade_after`): a grader whose scores move while the promotion runs
+(a file changed while the checkpoint decodes, a grader that pays on its first call only) is refused too. Refused
+naming the grader, the items (index and the reply's start), stored against now, and the way on.
+
+Tolerance (`replay_scores.same_score`): exact for a stored score that is a whole number (0/1, booleans, counts: no
+noise can make an integer reward off by a little), and always exact on which side of 0 a score falls (a pass is a
+score above 0); otherwise relative 1e-6 (absolute 1e-9 near 0). The replay feeds the same replies and rows to the
+same code in the same call shape, so a deterministic grader gives the bits it gave; the tolerance is for a grader
+computing in float32 with a threaded reduction (torch on several cores: last-bit differences, about 1e-7 relative),
+and it is far below any change of rule. NaN matches NaN (the baseline keeps it as NaN).
+
+A baseline that keeps no completions (none written by evaluate_model; a file shaped by hand or by a version before
+it) cannot be replayed: refused, saying so, never passed silently. evaluate_model then files a new baseline beside it
+(evaluate._file_baseline: one whose replies its graders score otherwise than stored, or none stored, is a baseline of
+another rule), and `replayed_pick` chooses, of the baselines promote may use, the first whose replay holds.
+
+Cost: the graders run three more times over the goldens (the baseline's replies twice, the checkpoint's once), no
+decoding; promote's reasons give the seconds (0.01-0.06 s for the 20 goldens of
+`bench/hostile_r15/promote_subprocess.sh`, whose promotion takes ~20 s on a CPU). What it cannot see: a grader that
+scores the baseline's replies as stored and the checkpoint's otherwise, consistently (its code decides that, and its
+code is pinned), or an input changed and put back within the checkpoint's own grading call.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from mcp_server.errors import UserInputError
+from mcp_server.evaluation.evaluate import grade, load_goldens, resolve_goldens
+from mcp_server.evaluation.replay_scores import moved, stored_items
+from mcp_server.rewards import reads
+from mcp_server.workspace import sha256_file
+
+def regraded(rows: list[dict], items: list[dict], graders: list) -> list[dict[str, float]]:
+    """The items' completions graded again now, as evaluate_model graded them (one call per grader, every item)."""
+    return grade(rows, [i["completion"] for i in items], graders, reads.Reads())
+
+
+def baseline_goldens(goldens: str | None, baseline: dict) -> tuple[Path, str]:
+    """The goldens file (`goldens` given, else the baseline's) and its sha256, which must be the baseline's."""
+    path = resolve_goldens(goldens) if goldens else Path(baseline["goldens"])
+    if not path.is_file():
+        raise UserInputError("goldens", f"the baseline's goldens file {path} is gone; restore it (sha256 "
+                             f"{baseline['goldens_sha256']}) or re-baseline under another model name")
+    sha = sha256_file(path)
+    if sha != baseline["goldens_sha256"]:
+        raise UserInputError(
+            "goldens", f"{path} (sha256 {sha[:12]}) is not the goldens the baseline was measured on "
+            f"({baseline['goldens']}, sha256 {baseline['goldens_sha256'][:12]}): the comparison would mean nothing",
+        )
+    return path, sha
+
+
+AGAIN = ("evaluate the base model again with the same goldens and graders (evaluate_model; CLI: llm-finetuning "
+         "evaluate-model MODEL --goldens FILE --graders ...): it files a baseline of the graders as they score now "
+         "beside this one, and promote_checkpoint judges against the baseline whose replies its graders score as "
+         "stored")
+
+
+def replay_baseline(path: Path, baseline: dict, goldens: str | None) -> float:
+    """Grade the baseline's stored replies again with its graders; the seconds it took. UserInputError (field
+    "baseline") when it cannot run or a score differs: the module's doc."""
+    start = time.monotonic()
+    rows = load_goldens(baseline_goldens(goldens, baseline)[0])
+    items = stored_items(baseline, len(rows))
+    if items is None:
+        raise UserInputError("baseline", f"the grader replay could not run: {path.name} keeps no completion for "
+                             f"each of its {len(rows)} goldens (a baseline evaluate_model did not write as it writes "
+                             "now), so nothing shows that its graders still score as they did when it was measured. "
+                             f"Not compared: {AGAIN}")
+    graders = baseline.get("graders") or []
+    lines = moved(items, regraded(rows, items, graders), graders)
+    if lines:
+        raise UserInputError("baseline", f"the grader replay: {path.name}'s stored replies, graded again now by its "
+                             f"graders, do not get the scores it stored: {' | '.join(lines)}. A grader reads "
+                             "something the baseline's pins do not cover (a file read by a process it starts, an "
+                             "environment variable, the clock, the network) and it changed since the baseline was "
+                             f"measured ({baseline.get('written_at', 'when is not recorded')}): the checkpoint would "
+                             "be graded by another rule than the base model. Put back what the graders read as it "
+                             f"was then, or, if they score as they should now, {AGAIN}")
+    return time.monotonic() - start
+
+
+def replayed_pick(ordered: list[tuple[Path, dict]], goldens: str | None, check) -> tuple[Path, dict, float]:
+    """(its file, the baseline, the replay's seconds): of `ordered` (promote's order of preference), the first whose
+    replay holds, each checked by `check(path, baseline)` first (an edited one is refused); the first's refusal when
+    none holds."""
+    refusal = None
+    for path, baseline in ordered:
+        check(path, baseline)
+        try:
+            return path, baseline, replay_baseline(path, baseline, goldens)
+        except UserInputError as exc:
+            if not str(exc).startswith("baseline: the grader replay"):
+                raise
+            refusal = refusal or exc
+    raise refusal
+
+
+def regrade_after(path: Path, baseline: dict, rows: list[dict], items: list, graders: list) -> float:
+    """After the checkpoint was graded: its replies and the baseline's graded again; UserInputError when a score
+    moved during the promotion. The seconds it took."""
+    start = time.monotonic()
+    ours = [i.model_dump() if hasattr(i, "model_dump") else i for i in items]
+    stored = stored_items(baseline, len(rows)) or []
+    lines = [f"the checkpoint's {line}" for line in moved(ours, regraded(rows, ours, graders), graders)]
+    lines += [f"the baseline's {line}" for line in moved(stored, regraded(rows, stored, graders), graders)]
+    if lines:
+        raise UserInputError("graders", "the grader replay after the checkpoint was graded: the same replies graded "
+                             f"again get other scores: {' | '.join(lines)}. A grader's scores moved while this "
+                             "promotion ran (a file it reads through a process it starts changed meanwhile, or it "
+                             "depends on the clock or on how often it is called): no comparison is made with it. Put "
+                             f"back what the graders read as it was when {path.name} was measured and promote again; "
+                             "a grader whose score depends on anything but the reply and its row cannot judge one")
+    return time.monotonic() - start

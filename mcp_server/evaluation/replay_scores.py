@@ -1,0 +1,65 @@
+"""The grader replay's comparison (grader_replay.py holds the design and the tolerance's reasons): whether a score
+graded again is the one stored, the per-golden results a baseline keeps, and the lines naming what moved. Apart
+from grader_replay so that evaluate_model (which grader_replay imports) files a baseline by the same rule."""
+
+from __future__ import annotations
+
+import math
+
+REL_TOL = 1e-6
+ABS_TOL = 1e-9
+QUOTED = 3  # items quoted per grader in a refusal
+
+
+def same_score(stored, now: float) -> bool:
+    """Whether `now` is the score the baseline stored as `stored` (the module's tolerance)."""
+    if isinstance(stored, bool) or not isinstance(stored, (int, float)) or not isinstance(now, (int, float)):
+        return False
+    stored, now = float(stored), float(now)
+    if math.isnan(stored) or math.isnan(now):
+        return math.isnan(stored) and math.isnan(now)
+    if math.isinf(stored) or stored.is_integer():
+        return now == stored
+    return (stored > 0) == (now > 0) and math.isclose(now, stored, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+
+
+def stored_items(baseline: dict, count: int) -> list[dict] | None:
+    """The baseline's per-golden results, each with its completion and scores, in goldens order; None when it keeps
+    none for `count` goldens (it cannot be replayed)."""
+    items = baseline.get("items")
+    if not isinstance(items, list) or len(items) != count or not count:
+        return None
+    for index, item in enumerate(items):
+        if not (isinstance(item, dict) and item.get("index") == index and isinstance(item.get("completion"), str)
+                and isinstance(item.get("scores"), dict)):
+            return None
+    return items
+
+
+def moved(stored: list[dict], now: list[dict[str, float]], graders: list) -> list[str]:
+    """One line per grader whose scores `now` are not the `stored` items' scores: its name, how many items, the
+    first QUOTED (index, the reply's start, stored and now)."""
+    names = list(dict.fromkeys([*(k for s in now for k in s), *(k for i in stored for k in i["scores"])]))
+    specs = [getattr(g, "name", None) or (g.get("name") if isinstance(g, dict) else None) for g in graders]
+    lines = []
+    for number, name in enumerate(names):
+        differ = [(i["index"], i["completion"], i["scores"].get(name, "none"), s.get(name, "none"))
+                  for i, s in zip(stored, now) if name not in s or not same_score(i["scores"].get(name), s[name])]
+        if not differ:
+            continue
+        spec = specs[number] if len(specs) == len(names) and specs[number] not in (None, name) else None
+        quoted = "; ".join(f"#{index} {_quote(text)}: stored {_shown(then)}, now {_shown(value)}"
+                           for index, text, then, value in differ[:QUOTED])
+        more = f"; and {len(differ) - QUOTED} more" if len(differ) > QUOTED else ""
+        lines.append(f"{name}{f' ({spec})' if spec else ''} scores {len(differ)} of the {len(stored)} replies "
+                     f"otherwise: {quoted}{more}")
+    return lines
+
+
+def _quote(text: str) -> str:
+    flat = " ".join(text.split())
+    return repr(flat[:40] + ("..." if len(flat) > 40 else ""))
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
