@@ -83,11 +83,11 @@ AREAS: dict[str, Area] = {a.name: a for a in (
     Area("promotion", "promotion and evaluation", ("tests/test_evaluation.py",)),
     Area("diagnosis", "diagnosis", ("tests/test_diagnose.py", "tests/test_diagnose_cases.py",
                                     "tests/test_diagnosis_logs.py", "tests/test_bad_input.py",
-                                    "tests/test_diagnosis_input_tables.py")),
+                                    "tests/test_diagnosis_input_tables.py", "tests/test_diagnosis_patches.py")),
     Area("runs", "runs and launchers", ("tests/test_launchers.py", "tests/test_run_keeping.py",
                                         "tests/test_run_safety.py", "tests/test_run_doors.py",
                                         "tests/test_run_states.py", "tests/test_run_forgery.py",
-                                        "tests/test_run_tampering.py")),
+                                        "tests/test_run_tampering.py", "tests/test_launch_evidence.py")),
     Area("gate", "inspection gate and pins", ("tests/test_inspection_gate.py", "tests/test_gate_point_of_use.py",
                                               "tests/test_inspection.py", "tests/test_config_view.py",
                                               "tests/test_gate_table.py", "tests/test_loaded_weights.py",
@@ -96,7 +96,8 @@ AREAS: dict[str, Area] = {a.name: a for a in (
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                             "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
                                             "tests/test_sandbox_table.py", "tests/test_sandbox_scoring.py",
-                                            "tests/test_sandbox_host_state.py"), marker=""),
+                                            "tests/test_sandbox_host_state.py", "tests/test_reward_factory_params.py"),
+         marker=""),
 )}
 
 # The test files that cover each mutated module, where they are fewer than its area's (the lane's time is the
@@ -118,7 +119,8 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mcp_server/training/resume_patch.py": ("tests/test_run_states.py", "tests/test_resume_patch.py",
                                             "tests/test_resume_patch_acts.py", "tests/test_run_forgery.py"),
     "mcp_server/diagnosis/environment.py": ("tests/test_diagnosis_logs.py", "tests/test_diagnose.py",
-                                            "tests/test_diagnose_cases.py"),  # its signature tables: import-time
+                                            "tests/test_diagnose_cases.py",  # its signature tables: import-time
+                                            "tests/test_diagnosis_patches.py"),
     "mcp_server/rewards/sandbox.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                       "tests/test_sandbox_escapes.py", "tests/test_sandbox_table.py"),
     "mcp_server/rewards/harness.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
@@ -2131,6 +2133,116 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    elif False and run.rows and ctx.too_early:  # a rule with too few points is not a clean bill (issue 49)\n",
       "a run of 3 logged steps with 40% of completions clipped reads 'healthy: no problems in 3 logged steps' "
       "where it was 'too early to judge'"),
+    # ------------------------------------------------------------------ m13: a thirteenth blind audit (issue 48)
+    # Written from the product code alone (the tests unread), 5 per area, each checked to change what a user sees by
+    # a reproducer on the original and the mutant (/tmp/m13, base 0f88558); judged by hand with each area's files:
+    # 16/20 caught (gate 5/5, sandbox 4/5, runs 3/5, diagnosis 4/5). Survivors, killed since by tables (kill13), each
+    # applied by hand and seen to fail: m13-sandbox-cpu-s-not-passed by tests/test_reward_factory_params.py (every
+    # parameter of a reward that runs the sandbox, probed on both sides), m13-runs-empty-folder-is-launch-evidence by
+    # tests/test_launch_evidence.py (every place of launch evidence x every form), m13-runs-slurm-oom-not-failed by
+    # tests/test_slurm_states.py (every SLURM job state x scontrol/sacct text; slow: the lane's fast judges do not run
+    # it), m13-diagnosis-nccl-timeout-not-doubled by tests/test_diagnosis_patches.py (every computed patch value on
+    # both sides of its bounds). Four repeat m12's lines and changes (pass-tie-allowed, review-jsonl-unchecked,
+    # generator-test-ran, first-fenced-block: chosen blind again): kept, as the audit's own count.
+    M("m13-gate-pass-tie-allowed", "gate", "mcp_server/inspection/gate.py",
+      "    if disagree and disagree >= agree:\n",
+      "    if disagree and disagree > agree:\n",
+      "a pass whose per-sample verdicts disagree with exactly half of the scores (2 of 4) is recorded, where it was "
+      "refused ('is a fail')"),
+    M("m13-gate-resume-from-output-dir-itself", "gate", "mcp_server/inspection/trained.py",
+      '    if str(resume).lower() != "true" and (where == output or not where.is_relative_to(output)):\n',
+      '    if str(resume).lower() != "true" and not where.is_relative_to(output):\n',
+      "resume_from_checkpoint set to the output_dir itself (no checkpoint-N) passes the trainer's point-of-use "
+      "check, where it was refused (exit 3)"),
+    M("m13-gate-attempt-logs-pinned", "gate", "mcp_server/inspection/pins.py",
+      '        if any(parts[0] == d or (d.endswith("-") and parts[0].startswith(d)) for d in TRAIN_DIRS_UNPINNED) or '
+      "any(\n",
+      "        if any(parts[0] == d for d in TRAIN_DIRS_UNPINNED) or any(\n",
+      "train/logs-attempt-<n>/ is pinned as part of train/: the gate closes ('train/ changed') after a relaunch "
+      "archives the earlier attempt's logs"),
+    M("m13-gate-data-files-split-keys-pinned", "gate", "mcp_server/inspection/pins.py",
+      "        return [f for value in files.values() for f in _data_files(value)]\n",
+      "        return [f for value in files for f in _data_files(value)]\n",
+      "data_files given as a mapping of splits ({train: data.jsonl}) is pinned by its split names (a hub name "
+      "'train'), not its files: the data edited after the verdict leaves the gate open"),
+    M("m13-gate-review-jsonl-unchecked", "gate", "mcp_server/inspection/gate.py",
+      '    for path, key in ((run.review_md, "review_md_sha256"), (run.review_jsonl, "review_jsonl_sha256")):\n',
+      '    for path, key in ((run.review_md, "review_md_sha256"),):\n',
+      "a hand-edited review.jsonl still backs the verdict: the gate opens, where it closed ('not the sheet "
+      "inspect_rewards wrote')"),
+    M("m13-sandbox-generator-test-ran", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "NEVER_RAN = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)\n",
+      "NEVER_RAN = (types.CoroutineType, types.AsyncGeneratorType)\n",
+      "a test written as a generator (its body never runs) scores a pass, where it failed"),
+    M("m13-sandbox-stop-iteration-kept", "sandbox", "mcp_server/rewards/harness.py",
+      '    if names and names[0] in ("StopIteration", "StopAsyncIteration"):\n',
+      '    if names and names[0] == "StopAsyncIteration":\n',
+      "`assert all(map(f, xs))` with f raising StopIteration ends the map early and passes, where the StopIteration "
+      "was a RuntimeError that failed the run"),
+    M("m13-sandbox-first-fenced-block", "sandbox", "mcp_server/rewards/code.py",
+      "    return blocks[-1] if blocks else text\n",
+      "    return blocks[0] if blocks else text\n",
+      "a completion with a draft ```python block and then its final one is scored on the draft: 1.0 -> 0.0"),
+    M("m13-sandbox-unexpected-success-passes", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "    if result.unexpectedSuccesses:\n"
+      '        raise AssertionError(f"{method}: unexpected success of an expected failure")\n',
+      "",
+      "an @expectedFailure test that succeeds counts as a pass, where unittest's wasSuccessful() fails it"),
+    M("m13-sandbox-cpu-s-not-passed", "sandbox", "mcp_server/rewards/code.py",
+      "                    max_output_bytes=int(max_output_bytes), cpu_s=float(cpu_s))\n",
+      "                    max_output_bytes=int(max_output_bytes))\n",
+      "code_execution_reward's cpu_s is validated, then ignored (the 0.5 s default applies): with cpu_s 5 an honest "
+      "solution using 1 s of CPU scores 0.0, where it scored 1.0"),
+    M("m13-runs-output-dir-run-root-accepted", "runs", "mcp_server/runs.py",
+      "    if where != here and where.is_relative_to(here):\n",
+      "    if where.is_relative_to(here):\n",
+      "output_dir '.' (checkpoints written into the run directory's root) is accepted, where it was refused as not a "
+      "folder of the run"),
+    M("m13-runs-empty-folder-is-launch-evidence", "runs", "mcp_server/runs.py",
+      '    return folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))\n',
+      "    return folder.is_dir() and any(folder.iterdir())\n",
+      "the empty checkpoints/completions/ GRPOTrainer makes before its first step (or an empty train/logs/a/) reads "
+      "as a launch: emit-config --run-dir into the run and a fresh launch are refused"),
+    M("m13-runs-checkpoints-by-name", "runs", "mcp_server/training/runrecord.py",
+      "    return [path for _, path in sorted(found)]\n",
+      "    return [path for _, path in sorted(found, key=lambda item: item[1].name)]\n",
+      "checkpoints are ordered by name: checkpoint-9 is the latest over checkpoint-10, and resume picks it"),
+    M("m13-runs-median-upper", "runs", "mcp_server/training/status.py",
+      "        return 1.0 / (times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2)\n",
+      "        return 1.0 / times[middle]\n",
+      "with an even count of step times the median is the upper one: step times [10, 30] give 1/30 steps/s, not 1/20 "
+      "(an ETA 50% too long)"),
+    M("m13-runs-slurm-oom-not-failed", "runs", "mcp_server/training/launchers/slurm/job.py",
+      'FAILED = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")\n',
+      'FAILED = ("FAILED", "NODE_FAIL", "BOOT_FAIL", "DEADLINE")\n',
+      "a SLURM job the scheduler ended OUT_OF_MEMORY reads 'unknown' (its nodes not named), where it read 'failed' "
+      "on its node"),
+    M("m13-diagnosis-export-name-split", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '        key = key.rsplit(" - ", 1)[1]\n',
+      '        key = key.split(" - ", 1)[1]\n',
+      "a W&B export column 'grpo - qwen - train/reward' reads as 'qwen - train/reward': the run's reward is lost to "
+      "diagnosis"),
+    M("m13-diagnosis-zero-grad-in-level", "diagnosis", "mcp_server/diagnosis/context.py",
+      "            if value > 0:\n"
+      "                history.append(value)\n",
+      "            history.append(value)\n",
+      "a zero grad_norm (a batch without advantage) enters the running level: a false grad_norm_spike warning once "
+      "training resumes"),
+    M("m13-diagnosis-kl-warn-floor-dropped", "diagnosis", "mcp_server/diagnosis/context.py",
+      "    warn = max(KL_WARN * beta / KL_REF_BETA, KL_WARN_FLOOR)\n",
+      "    warn = KL_WARN * beta / KL_REF_BETA\n",
+      "at beta 0.001 a kl of 0.06 is a kl_explosion warning, where the bound's floor left it quiet"),
+    M("m13-diagnosis-signal-lost-first-log", "diagnosis", "mcp_server/diagnosis/signal.py",
+      '    rows = [r for r in ctx.run.rows if r["step"] != first]\n',
+      "    rows = list(ctx.run.rows)\n",
+      "two logs without spread or gradient give signal_lost (an error, the guard's stop), where the first log "
+      "precedes any update and is not counted"),
+    M("m13-diagnosis-nccl-timeout-not-doubled", "diagnosis", "mcp_server/diagnosis/environment.py",
+      "            {FIELD.ddp_timeout: int(max(2 * float(timeout), 3600))}))\n",
+      "            {FIELD.ddp_timeout: int(max(float(timeout), 3600))}))\n",
+      "the NCCL-timeout patch sets ddp_timeout 7200 to 7200, not 14400 ('the patch doubles it'); at TRL's default "
+      "1800 both give the 3600 floor"),
+
 
 )
 

@@ -30,9 +30,12 @@ from mcp_server.workspace import atomic_write_json
 from mcp_server.training.runrecord import (end_notes, launch_of, read_exit_code, signed_record, stop_failure,
                                            success_problems)
 
-PENDING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD")
+# Every job state SLURM documents (squeue(1), sacct(1): tests/test_slurm_states.py holds the table) maps to a run
+# state: these, COMPLETED and CANCELLED below, and the active ones (scheduler.ACTIVE: starting, running, stopping).
+PENDING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT")
 FAILED = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
-STATE_OF = {"TIMEOUT": "timed_out", "PREEMPTED": "preempted"}
+# REVOKED: a federation's sibling cluster started the job, so this cluster's copy ended, not by stop_training
+STATE_OF = {"TIMEOUT": "timed_out", "PREEMPTED": "preempted", "REVOKED": "cancelled"}
 STOP_GRACE_S = 30  # after scancel: how long the scheduler gets to end the job
 
 
@@ -249,6 +252,9 @@ def slurm_state(run: Run, record: dict) -> DerivedState:
         # FAILED: a rank that leaves the rendezvous after the save exits non-zero. The stop is what happened.
         asked_and_done = stop_requested and (outcome or {}).get("state") == "stopped"
         state = "stopped" if asked_and_done and scheduler_state == "FAILED" else "failed"
+    elif scheduler_state is not None:  # a state this version does not know (a newer SLURM's): said as it is
+        state, note = "unknown", note or (f"the scheduler reports job {record.get('job_id')} as {scheduler_state}, a "
+                                          "job state llm-finetuning does not know: ask it with scontrol show job")
     else:
         state, note = "unknown", note or (f"the scheduler no longer knows job {record.get('job_id')} and the logs "
                                           "do not say how it ended (accounting off?)")

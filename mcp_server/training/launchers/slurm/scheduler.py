@@ -20,8 +20,10 @@ from mcp_server.errors import UserInputError, one_line, short
 from mcp_server.interpreter import without_scratch, without_shell_hooks
 
 TIMEOUT_S = 30
+# The job states (squeue(1)'s JOB STATE CODES) in which the job still holds, or waits for, an allocation: STOPPED
+# (SIGSTOPped, its CPUs kept) and SPECIAL_EXIT (requeued and held) included. The others have ended.
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
-          "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD")
+          "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "STOPPED", "SPECIAL_EXIT")
 _KEY = re.compile(r"\s(?=[A-Za-z][A-Za-z:/_]*=)")
 
 
