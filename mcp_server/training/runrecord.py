@@ -279,7 +279,8 @@ def checkpoints(run: Run, config: dict) -> list[Path]:
 
 def last_progress_line(run: Run, keep: Callable[[dict], bool] = lambda line: True) -> dict | None:
     """The progress log's readable line that `keep` accepts with the highest step (highest_step), reading only the
-    end of the file; None without one (none yet; or a directory, a pipe: no progress readable, training_status names it)."""
+    end of the file; None without one (none yet; or a directory, a pipe: no progress readable, training_status
+    names it)."""
     try:
         with open_regular(run.progress) as handle:  # a device there never ends
             end = content_end(handle, os.fstat(handle.fileno()).st_size)  # past a NUL run or hole at the end
