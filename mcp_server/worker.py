@@ -32,7 +32,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from mcp_server import worker_apart, worker_keyless
+from mcp_server import worker_apart, worker_keyless, worker_targets
 from mcp_server.errors import UserInputError, one_line
 from mcp_server.interpreter import (
     HOW_TO_GET_ONE,
@@ -47,7 +47,6 @@ from mcp_server.interpreter import (
 )
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
-from mcp_server.worker_targets import KEYLESS_TARGETS
 from mcp_server.workspace import current_directory, workspace_root
 
 WORKER_FLAG = "LLM_FINETUNING_WORKER"  # set in the worker: everything there runs in-process
@@ -168,7 +167,7 @@ def in_training(target: str, *args, report: Report = silent, **kwargs):
     if is_this_python(python) and not holds_protocol:
         with _HERE:
             return _call_here(_resolve(target), args, kwargs, report)
-    return _worker_for(python, target in KEYLESS_TARGETS).call(target, args, kwargs, report)
+    return _worker_for(python, target in worker_targets.KEYLESS_TARGETS).call(target, args, kwargs, report)
 
 
 def apart(target: str, *args, report: Report = silent, **kwargs):

@@ -304,10 +304,10 @@ def highest_step(lines: list[dict]) -> dict | None:
     moved to the end made status say "step 1/6" for a finished run (issue 48, round 16, F4a)."""
     if not lines:
         return None
-    return max(enumerate(lines), key=lambda item: (_step_of(item[1]), item[0]))[1]
+    return max(enumerate(lines), key=lambda item: (_line_step(item[1]), item[0]))[1]
 
 
-def _step_of(line: dict) -> int:
+def _line_step(line: dict) -> int:
     step = line.get("step")
     return step if isinstance(step, int) and not isinstance(step, bool) else -1
 
