@@ -532,7 +532,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "stop_training's default wait counts from the oldest of the last 20 logged steps: on a run whose steps take "
       "5 minutes it waits 2-4 minutes, not until the current step ends, and says the run is still stopping"),
     M("m4-runs-last-progress-first-line", "runs", "mcp_server/training/runrecord.py",
-      "    for raw in reversed(tail):\n", "    for raw in tail:\n",
+      "    return highest_step(kept)\n", "    return kept[0] if kept else None\n",
       "the 'last' progress line is the first one in the log's last 64 KiB: list_runs shows an old step, the "
       "success check reads an old last-logged step, stop_training names the wrong step it waits for"),
     # diagnosis

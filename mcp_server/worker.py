@@ -32,7 +32,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from mcp_server import worker_apart
+from mcp_server import worker_apart, worker_keyless, worker_targets
 from mcp_server.errors import UserInputError, one_line
 from mcp_server.interpreter import (
     HOW_TO_GET_ONE,
@@ -170,7 +170,7 @@ def in_training(target: str, *args, report: Report = silent, **kwargs):
     if is_this_python(python) and not holds_protocol:
         with _HERE:
             return _call_here(_resolve(target), args, kwargs, report)
-    return _worker_for(python).call(target, args, kwargs, report)
+    return _worker_for(python, target in worker_targets.KEYLESS_TARGETS).call(target, args, kwargs, report)
 
 
 def apart(target: str, *args, report: Report = silent, **kwargs):
@@ -182,7 +182,7 @@ def apart(target: str, *args, report: Report = silent, **kwargs):
         python = require_training_python()
     except UserInputError:  # the light server without one: the worker runs this Python
         python = sys.executable
-    return _worker_for(python).call(target, args, kwargs, report)
+    return _worker_for(python, keyless=True).call(target, args, kwargs, report)
 
 
 def runs_in_training(fn):
@@ -212,9 +212,9 @@ def request_message(call_id: int | str, target: str, args: tuple, kwargs: dict) 
             "kwargs": {k: _encode(v) for k, v in kwargs.items()}, "env": env, "cwd": current_directory()}
 
 
-def receive(readline, call_id: int | str, target: str, report: Report, python: str, died):
+def receive(readline, call_id: int | str, target: str, report: Report, python: str, died, ask=None):
     """Read answer lines until this call's result (returned) or error (raised); `died()` makes the exception
-    for a worker whose output ended."""
+    for a worker whose output ended; `ask` answers a keyless worker's evidence question (worker_keyless)."""
     while True:
         line = readline()
         if not line:
@@ -227,6 +227,9 @@ def receive(readline, call_id: int | str, target: str, report: Report, python: s
             continue
         if "report" in answer:
             report(*answer["report"])
+        elif "evidence" in answer:
+            if ask is not None:
+                ask(answer["evidence"])
         elif "result" in answer:
             return _decode(answer["result"])
         else:
@@ -269,9 +272,11 @@ def handle(request: dict, send) -> None:
         send({"id": call_id, "report": [done, total, message]})
 
     threading.Thread(target=heartbeat, name="llm-finetuning-heartbeat", daemon=True).start()
+    worker_keyless.ASKER.call = (call_id, send)
     try:
         _answer(request, call_id, send, relay)
     finally:
+        worker_keyless.ASKER.call = None
         finished.set()
 
 
@@ -296,8 +301,8 @@ def _answer(request: dict, call_id, send, relay) -> None:
 
 # ---------------------------------------------------------------- the server's side
 class Worker:
-    def __init__(self, python: str):
-        self.python = python
+    def __init__(self, python: str, keyless: bool = False):
+        self.python, self.keyless, self.hidden = python, keyless, ()
         self.proc: subprocess.Popen | None = None
         self.started: worker_apart.Started | None = None
         self.lock = threading.Lock()
@@ -309,11 +314,15 @@ class Worker:
         env = training_env(self.python)
         env[WORKER_FLAG] = "1"
         env["PYTHONUNBUFFERED"] = "1"
+        if self.keyless:  # no evidence key readable there (worker_keyless)
+            env[worker_keyless.FLAG] = "1"
+            self.hidden = worker_keyless.key_files()
         self.stderr_tail.clear()
         try:
             self.started = worker_apart.start(  # apart: the code it imports cannot reach this process
-                [self.python, "-m", "mcp_server.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", bufsize=1, env=env,
+                [self.python, "-m", "mcp_server.worker"], worker_keyless.bwrap_args(self.hidden),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                errors="replace", bufsize=1, env=env,
             )
             self.proc = self.started.proc
         except OSError as exc:
@@ -382,6 +391,8 @@ class Worker:
 
     def call(self, target: str, args: tuple, kwargs: dict, report: Report):
         with self.lock:
+            if self.keyless and self.proc is not None and not worker_keyless.still_hides(self.hidden):
+                self._stop()  # before the key it does not hide is made (worker_keyless)
             if self.proc is None or self.proc.poll() is not None:
                 self._start()
             # An id no line written before this request can name (a number and a random part), and the lines
@@ -397,7 +408,7 @@ class Worker:
                 raise self._died(target) from None
             try:
                 return receive(lambda: self._readline(target), call_id, target, report, self.python,
-                               lambda: self._died(target))
+                               lambda: self._died(target), worker_keyless.replier(self.proc) if self.keyless else None)
             except KeyboardInterrupt:
                 self.started.interrupt()
                 raise
@@ -414,18 +425,19 @@ class Worker:
         self.proc = None
 
 
-_workers: dict[str, Worker] = {}
+_workers: dict[tuple[str, bool], Worker] = {}
 _workers_lock = threading.Lock()
 
 
-def _worker_for(python: str) -> Worker:
-    """The one worker, for the current training interpreter (another interpreter replaces it)."""
+def _worker_for(python: str, keyless: bool = False) -> Worker:
+    """The worker for the current training interpreter (another interpreter replaces both): the keyless one
+    (worker_keyless) for code no one has reviewed yet, the other for what signs (sampling, evaluation)."""
     with _workers_lock:
-        for other in [p for p in _workers if p != python]:
+        for other in [p for p in _workers if p[0] != python]:
             _workers.pop(other).close()
-        if python not in _workers:
-            _workers[python] = Worker(python)
-        return _workers[python]
+        if (python, keyless) not in _workers:
+            _workers[(python, keyless)] = Worker(python, keyless)
+        return _workers[(python, keyless)]
 
 
 def close_workers() -> None:
@@ -437,7 +449,8 @@ def close_workers() -> None:
 
 # ---------------------------------------------------------------- the worker's side
 def _apply(env: dict, cwd: str) -> None:
-    own = (WORKER_FLAG, "LLM_FINETUNING_PYTHON", SCRATCH, *PRIVATE_CACHES)  # the worker's, never the caller's
+    own = (WORKER_FLAG, worker_keyless.FLAG, "LLM_FINETUNING_PYTHON", SCRATCH,
+           *PRIVATE_CACHES)  # the worker's, never the caller's
     for key in [k for k in os.environ if k.startswith(SYNCED_ENV_PREFIXES) and k not in env]:
         if key not in own:
             del os.environ[key]
@@ -462,6 +475,7 @@ def _end_with_caller() -> None:
 def serve() -> None:
     threading.Thread(target=_end_with_caller, name="llm-finetuning-lifeline", daemon=True).start()
     keep_caches_private()
+    worker_keyless.install()
     # stdout carries only the protocol: whatever the called code prints goes to stderr.
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)

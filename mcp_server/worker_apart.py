@@ -127,18 +127,18 @@ class Started:
         self.proc.kill()
 
 
-def start(command: list[str], **popen) -> Started:
-    """Popen(command, **popen) in a PID namespace of its own where this machine allows it (else as it is, saying
-    why on stderr)."""
+def start(command: list[str], mounts: list[str] = (), **popen) -> Started:
+    """Popen(command, **popen) in a PID namespace of its own where this machine allows it, with bwrap's `mounts`
+    added (the keyless worker's: worker_keyless), else as it is, saying why on stderr."""
     bwrap = _bwrap()[0]
     if bwrap is None:
-        print(f"llm-finetuning: the worker runs beside this process, where the code it imports can reach it: "
-              f"{how()}", file=sys.stderr, flush=True)
+        print(f"llm-finetuning: the worker runs beside this process, where the code it imports can reach it"
+              f"{' and read the evidence key' if mounts else ''}: {how()}", file=sys.stderr, flush=True)
         return Started(subprocess.Popen(command, **popen), None)
     read, write = os.pipe()
     try:
-        proc = subprocess.Popen([bwrap, *_binds(), *NAMESPACE, *_hidden(), "--info-fd", str(write), "--", *command],
-                                pass_fds=(write,), **popen)
+        proc = subprocess.Popen([bwrap, *_binds(), *NAMESPACE, *_hidden(), *mounts, "--info-fd", str(write), "--",
+                                 *command], pass_fds=(write,), **popen)
     finally:
         os.close(write)
     with os.fdopen(read, "rb") as info:  # bwrap writes the namespace's first pid, then closes it (or exits)

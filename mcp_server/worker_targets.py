@@ -35,6 +35,10 @@ CHECK_GATE = "mcp_server.inspection.gate:check_inspection_gate"
 # launch_training's door: what promote_checkpoint would find wrong with the run's baseline (imports the graders)
 BASELINE_WARNINGS = "mcp_server.evaluation.baseline_choice:launch_warnings"
 
+# Work that imports reward modules no one has reviewed yet, sent to the keyless worker (worker_keyless) as every
+# worker.apart call is: emission's and validation's reward checks, the rehearsal
+KEYLESS_TARGETS = frozenset({REWARD_PROBLEMS, REHEARSE})
+
 # The light checks the CLI sends to its warm per-user worker (mcp_server.worker_daemon), so a repeated call does not
 # import TRL again; work that loads models or imports the person's code stays in the call's own process.
 DAEMON_TARGETS = frozenset({PROBE_INSTALLED_TRL, PARSE_LIKE_TRL, INSTANTIATE_GRPO_CONFIG, GRPO_BATCH})

@@ -85,6 +85,14 @@ REACHER = RECORD + (
     "            pass\n"
     "with open({reached!r}, 'a') as _log:\n"
     "    _reach('as started:')\n"
+    "    for _key in {keys!r}:  # round 16, F1: the evidence key, by every path it may have (the worst case)\n"
+    "        try:\n"
+    "            with open(_key, 'rb') as _k:\n"
+    "                _read = _k.read()\n"
+    "            if _read:\n"
+    "                _log.write(f'read the evidence key {{_key}} ({{len(_read)}} bytes)\\n')\n"
+    "        except OSError:\n"
+    "            pass\n"
     "    if os.readlink('/proc/self/ns/pid') != _host_ns:  # apart: the unmount is its own namespace's\n"
     "        ctypes.CDLL(None, use_errno=True).umount2(b'/proc', 2)\n"
     "        _reach('after unmounting /proc:')\n") + BENIGN
@@ -206,8 +214,20 @@ def hostile(arena, variant: str) -> None:
     text = REACHER if variant == "reacher" else HOSTILE[variant]
     for module in MODULES:
         (arena.ws / f"{module}.py").write_text(text.format(log=str(arena.imports), ids=IDS, targets=str(arena.targets),
-                                                           reached=str(arena.reached)))
+                                                           reached=str(arena.reached), keys=key_paths()))
     shutil.rmtree(arena.ws / "__pycache__", ignore_errors=True)
+
+
+def reached(arena, seen: int) -> list[str]:
+    lines = arena.reached.read_text().splitlines() if arena.reached.exists() else []
+    return lines[seen:]
+
+
+def key_paths() -> list[str]:
+    """Every path the evidence key may have here (the reacher reads each; the key exists: the arena sampled)."""
+    from mcp_server.evidence import key_candidates
+
+    return [str(p) for p in key_candidates()]
 
 
 def imports_since(arena, seen: int) -> list[tuple[int, str]]:
@@ -271,7 +291,7 @@ def mcp_table(arena, variant: str, doors=tuple(ROWS), fresh: bool = False) -> di
             name_targets(arena, wire.proc.pid)
             wire.hello()
             ids = iter(range(1, IDS))
-        seen = import_count(arena)
+        seen, reached_before = import_count(arena), len(reached(arena, 0))
         call, ping = next(ids), next(ids)
         lines, pong = [], []
         try:
@@ -283,7 +303,7 @@ def mcp_table(arena, variant: str, doors=tuple(ROWS), fresh: bool = False) -> di
             pass
         out[door] = {"call": call, "ping": ping, "lines": lines + [p for p in pong if p.get("id") != ping],
                      "pong": any(p.get("id") == ping for p in pong), "pid": wire.proc.pid,
-                     "imports": imports_since(arena, seen)}
+                     "imports": imports_since(arena, seen), "reached": reached(arena, reached_before)}
     if wire is not None:
         wire.close()
     return out
@@ -397,12 +417,16 @@ def test_the_clis_json_output_is_its_own(door, cli_variant, arena, capfd, monkey
 
 
 # ---------------------------------------------------------------- the reacher: the holder out of reach (W1-W3)
+# and, round 16 (F1), the evidence key out of reach of every door that imports a reward module: the keyless worker
+# (worker_keyless). Left open, named in docs/development.md "Evidence": evaluate_model's graders run in the worker
+# that signs the baseline.
 REACHING = [door for door, row in ROWS.items() if row.reaches]
+KEYED = ("evaluate_model",)
 
 
-def reached(arena, seen: int) -> list[str]:
-    lines = arena.reached.read_text().splitlines() if arena.reached.exists() else []
-    return lines[seen:]
+def unreached(door: str, lines: list[str]) -> list[str]:
+    """What the reacher reached that it must not have (the key where the door keeps its worker keyed)."""
+    return [line for line in lines if not (door in KEYED and line.startswith("read the evidence key"))]
 
 
 @pytest.fixture(scope="module")
@@ -421,7 +445,7 @@ def test_over_mcp_workspace_code_cannot_reach_the_server(door, reacher_rows, are
     got = table[door]
     assert got["imports"], f"{door}: the call did not import the run's user code"
     assert_only_replies("reacher", door, got)
-    assert not reached(arena, seen), reached(arena, seen)
+    assert not unreached(door, got["reached"]), got["reached"]
 
 
 @pytest.mark.slow
@@ -434,7 +458,7 @@ def test_through_the_cli_workspace_code_cannot_reach_the_cli(door, arena, capfd,
     assert got["imports"], f"{door}: the call did not import the run's user code"
     assert "INJECTED" not in got["stdout"] + got["stderr"], got["stderr"][-400:]
     assert got["stdout"] == "" if got["code"] == 2 else isinstance(json.loads(got["stdout"]), dict), got["stderr"]
-    assert not reached(arena, seen), reached(arena, seen)
+    assert not unreached(door, reached(arena, seen)), reached(arena, seen)
 
 
 # ---------------------------------------------------------------- the table covers every door

@@ -21,6 +21,7 @@ from mcp_server.diagnosis.patch_effects import patch_changes
 from mcp_server.diagnosis.rate_applied import rate_note
 from mcp_server.diagnosis.registry import CODES, REGISTRY, RULES, TRIAGE_ORDER
 from mcp_server.diagnosis.triage import link, rank
+from mcp_server.diagnosis.unsigned_text import weigh
 from mcp_server.recipe.models import default_rewards
 from mcp_server.recipe.validate import validate_values
 from mcp_server.recipe.variants import BASE_RECIPE
@@ -33,6 +34,7 @@ __all__ = ["CODES", "TRIAGE_ORDER", "diagnose", "diagnose_run"]
 def findings_of(ctx: Ctx) -> list[DiagnosisFinding]:
     """Every rule's findings, linked cause to effect, their patches judged against the run, ranked cause first."""
     findings = [f for rule in RULES for f in rule.check(ctx)]
+    weigh(ctx.run.home, findings)  # the stdout log's findings: labelled unsigned, never over a signed success
     promote_far_rate(ctx, findings)
     link(ctx, findings)
     judge_patches(ctx, findings)

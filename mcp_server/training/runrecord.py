@@ -278,8 +278,9 @@ def checkpoints(run: Run, config: dict) -> list[Path]:
 
 
 def last_progress_line(run: Run, keep: Callable[[dict], bool] = lambda line: True) -> dict | None:
-    """The progress log's last readable line that `keep` accepts, reading only the end of the file; None without
-    one (none yet; or a directory, a pipe: no progress readable, training_status names it)."""
+    """The progress log's readable line that `keep` accepts with the highest step (highest_step), reading only the
+    end of the file; None without one (none yet; or a directory, a pipe: no progress readable, training_status
+    names it)."""
     try:
         with open_regular(run.progress) as handle:  # a device there never ends
             end = content_end(handle, os.fstat(handle.fileno()).st_size)  # past a NUL run or hole at the end
@@ -287,14 +288,28 @@ def last_progress_line(run: Run, keep: Callable[[dict], bool] = lambda line: Tru
             tail = handle.read(end - handle.tell()).strip(BLANK).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return None
-    for raw in reversed(tail):
+    kept = []
+    for raw in tail:
         try:
             line = json.loads(raw.strip("\0"))
         except (ValueError, RecursionError):
             continue
         if isinstance(line, dict) and keep(line):
-            return line
-    return None
+            kept.append(line)
+    return highest_step(kept)
+
+
+def highest_step(lines: list[dict]) -> dict | None:
+    """The line of the highest step (the later of equal ones), else the last: signed lines carry no order, and one
+    moved to the end made status say "step 1/6" for a finished run (issue 48, round 16, F4a)."""
+    if not lines:
+        return None
+    return max(enumerate(lines), key=lambda item: (_line_step(item[1]), item[0]))[1]
+
+
+def _line_step(line: dict) -> int:
+    step = line.get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else -1
 
 
 def _last_logged_step(run: Run) -> int | None:

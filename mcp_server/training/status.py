@@ -27,7 +27,7 @@ from mcp_server.training.derived import DerivedState
 from mcp_server.training.trainer.guard import guard_mode
 from mcp_server.training.launchers import launcher_of
 from mcp_server.training.processes import one_look
-from mcp_server.training.runrecord import checkpoints, record_note, signed_record, sync_run_json
+from mcp_server.training.runrecord import checkpoints, highest_step, record_note, signed_record, sync_run_json
 from mcp_server.reporting import Report, silent, ticking
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
 from mcp_server.training.runlock import await_launch
@@ -260,7 +260,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     if unread:
         derived = derived.noted(unread)
     derived = _rate_noted(run, config, lines, derived)
-    latest = lines[-1] if lines else {}
+    latest = highest_step(lines) or {}  # the highest signed step, not the last line (round 16, F4a)
     state = derived.state
     max_steps = _max_steps(run, config)
     step = _count(latest.get("step"))
