@@ -459,21 +459,8 @@ def _apply(env: dict, cwd: str) -> None:
         os.chdir(cwd)
 
 
-def _end_with_caller() -> None:
-    """Exit as soon as no one holds this worker's input (its caller died or closed it), even while a call runs or
-    an import hangs: a worker outlived its server (round 12, M6). A pipe's read end reports POLLHUP then."""
-    import select
-
-    watch = select.poll()
-    watch.register(sys.stdin.fileno(), 0)  # POLLHUP and POLLERR are always reported
-    while True:
-        for _fd, event in watch.poll():
-            if event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
-                os._exit(0)
-
-
 def serve() -> None:
-    threading.Thread(target=_end_with_caller, name="llm-finetuning-lifeline", daemon=True).start()
+    threading.Thread(target=worker_apart.end_with_caller, name="llm-finetuning-lifeline", daemon=True).start()
     keep_caches_private()
     worker_keyless.install()
     # stdout carries only the protocol: whatever the called code prints goes to stderr.

@@ -148,3 +148,16 @@ def start(command: list[str], mounts: list[str] = (), **popen) -> Started:
     except (ValueError, KeyError, TypeError):
         init_pid = None
     return Started(proc, init_pid)
+
+
+def end_with_caller() -> None:
+    """Exit as soon as no one holds this worker's input (its caller died or closed it), even while a call runs or
+    an import hangs: a worker outlived its server (round 12, M6). A pipe's read end reports POLLHUP then."""
+    import select
+
+    watch = select.poll()
+    watch.register(sys.stdin.fileno(), 0)  # POLLHUP and POLLERR are always reported
+    while True:
+        for _fd, event in watch.poll():
+            if event & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                os._exit(0)
