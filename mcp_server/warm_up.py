@@ -47,7 +47,7 @@ def start(rehearse: Callable[[], object]) -> threading.Thread | None:
 
     with _lock:
         if _thread is None:
-            _thread = threading.Thread(target=_warm, args=(worker.in_training, rehearse), name="llm-finetuning-warm-up",
+            _thread = threading.Thread(target=_warm, args=(worker.in_training, worker.apart, rehearse), name="llm-finetuning-warm-up",
                                        daemon=True)
             _thread.start()
         return _thread
@@ -71,7 +71,7 @@ def _client_served() -> None:
         time.sleep(LISTED_GRACE_S)
 
 
-def _warm(in_training, rehearse: Callable[[], object]) -> None:
+def _warm(in_training, apart, rehearse: Callable[[], object]) -> None:
     from mcp_server.interpreter import training_python
 
     try:
@@ -80,6 +80,7 @@ def _warm(in_training, rehearse: Callable[[], object]) -> None:
             return
         _client_served()
         in_training(WARM_TRL)
+        apart(WARM_TRL)  # the keyless worker (worker_keyless): reward checks, inspection and the gate run there
         rehearse()
     except Exception as exc:  # the first call that needs TRL says what is wrong
         logger.debug("warm-up of the training interpreter failed: %r", exc)
