@@ -143,11 +143,13 @@ def replay(funcs: list, specs: list, samples: list[dict], rows: list[dict]) -> t
 
 
 def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None = None,
-                  dataset=None) -> None:
+                  dataset=None, step: int | None = None) -> None:
     """The trainer's replay (the module's doc), on every rank: returns when every rank scores every reviewed sample
     and every probed training row as the review did, after one line on stderr saying what it cost; else
     ScoresChanged (exit status 3) on every rank, naming each rank and reward that scores otherwise. `dataset`: the
-    rows this process trains on, as its point-of-use check verified them (None: read here)."""
+    rows this process trains on, as its point-of-use check verified them (None: read here). `step`: the replay
+    again during training (`again`), after that optimizer step (None: before the first step, which keeps the
+    replay for `again`)."""
     started = time.monotonic()
     try:
         done = _replay_here(run, rewards, funcs, verdict, samples, dataset)
@@ -158,12 +160,38 @@ def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, sa
     where = "" if group is None else f" (rank {group.get_rank()} of {group.get_world_size()})"
     problems = _agree(group, problem)
     if problems:
-        _say(f"refusing to train{where}: " + "; ".join(problems))
+        when = "refusing to train" if step is None else f"stopping training after step {step}, refused"
+        _say(f"{when}{where}: " + "; ".join(problems))
         if group is not None:
             _leave_together(group)
         raise ScoresChanged(3, "; ".join(problems))
-    if done:
+    if done and step is None:
         _say(f"{done}{where}, {time.monotonic() - started:.2f} s")
+        AGAIN[:] = [lambda at: replay_review(run, rewards, funcs, verdict, samples, dataset, step=at)]
+    elif done:
+        AGAIN_COST.append(time.monotonic() - started)
+
+
+# The replay again during training (training.trainer.script_support.ReplayAgain: at every logging step, on every
+# rank, and once more after the last step, before the run is recorded succeeded; round 16, G1: an input changed
+# after the first replay trained at 5.0 and the run "succeeded"), kept by the first replay that passed; the seconds
+# each took after it.
+AGAIN: list = []
+AGAIN_COST: list[float] = []
+
+
+def again(step: int) -> None:
+    """The review replayed again after optimizer step `step` (ScoresChanged, exit 3, when a score moved); nothing
+    when this process made no replay (no verdict, sampling)."""
+    if AGAIN:
+        AGAIN[0](step)
+
+
+def again_said() -> None:
+    """One line: how often the review was replayed during training and what each replay cost."""
+    if AGAIN_COST:
+        _say(f"replayed the review {len(AGAIN_COST)} more times during training (every logging step and after the "
+             f"last), same scores, {sum(AGAIN_COST) / len(AGAIN_COST):.3f} s each, {sum(AGAIN_COST):.2f} s in all")
 
 
 def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None,
