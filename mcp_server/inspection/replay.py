@@ -1,4 +1,5 @@
-"""The trainer replays the review before its first step: same samples, same rewards, same scores (issue 48).
+"""The trainer replays the review before its first step, at every logging step and after the last step: same
+samples, same rewards, same scores (issue 48).
 
 A reward's score can depend on inputs no pin names: an environment variable, a file's size or mtime, the output of
 a process it starts, the clock. Pinning each route one by one never ends; the trainer checks the result instead.
@@ -12,8 +13,13 @@ exactly after the same rounding, or within math.isclose(rel_tol=1e-9, abs_tol=1e
 the trainer's log. Agentic runs replay too (their trajectories are stored samples, scored by inspect_rewards like
 any); a code-execution reward runs its sandbox again (the replay costs what the review's scoring cost). Nothing is
 replayed while sampling (inspection.trained.sampling), nor without a verdict (nothing was reviewed); a resume
-replays again (its environment may differ). A replay shows an input that changed since the review, not reward code
-written to tell a replay from training: that is what reading the reviewed code is for.
+replays again (its environment may differ). Once is not enough (round 16, G1: an input changed after step 1 trained
+at 5.0 and the run "succeeded"): the first replay that passed is kept (`AGAIN`) and run again at every logging step,
+on every rank alike (training.trainer.script_support.ReplayAgain), and after the last step, before the run is
+recorded succeeded; a moved score stops the run there (exit 3, the run failed), and the log's last line says what
+the replays during training cost (each costs what the first did: the review's scoring, the row probes). A replay
+shows an input that changed since the review, not reward code written to tell a replay from training: that is what
+reading the reviewed code is for.
 
 The samples cover only the prompts the review sampled: an input keyed by the prompt (an answer key read through a
 process, a table in a variable) changed for the rows nobody sampled would replay the same (round 15, G2). So the
