@@ -13,7 +13,10 @@ Not only reads that open: a look that reads no content (`os.stat`, `os.access`: 
 getsize, pathlib's exists and stat) raises no audit event of Python's own, so `install` makes those two raise
 STAT_EVENT, and reads.py pins the file they look at (its content, or that it is absent) when the reward makes
 the call (read_frames.made_by_user: a library's own checks are not the reward's input; the trainer's replay judges
-what they change by its effect). What a stat sees besides the content (an mtime alone) is the replay's too.
+what they change by its effect). What a stat sees besides the content (an mtime alone) is the replay's too. A path
+looked at and then made by the same code is its scratch (shutil's copies look at their target first: reads.Reads.seen
+drops it), and the trainer lets a look at an absent path the review never looked at pass (a scratch name about to be
+made); os.lstat is not wrapped (os.path.realpath's walk looks at every folder of a path).
 """
 
 from __future__ import annotations
@@ -137,8 +140,7 @@ def _wrap(original):
 
 
 def install() -> None:
-    """os.stat and os.access raise STAT_EVENT (once per process): what the reward looks at is named. os.lstat is
-    not (os.path.realpath's walk: every folder on a path)."""
+    """os.stat and os.access raise STAT_EVENT (once per process): what the reward looks at is named."""
     for name in ("stat", "access"):
         if name not in _WRAPPED:
             _WRAPPED[name] = _wrap(getattr(os, name))

@@ -79,20 +79,29 @@ class Reads:
     def __init__(self, expected: dict | None = None, refuse=None):
         self.files: dict[str, dict] = {}
         self.written: set[str] = set()
+        self.looked: set[str] = set()  # paths only looked at (STAT_EVENT) so far
         self.reward = "the reward modules' import"
         self.expected = expected
         self.refuse = refuse
         self.problem: str | None = None
 
-    def seen(self, path: str, writes: bool, ran: dict | None = None) -> None:
+    def seen(self, path: str, writes: bool, ran: dict | None = None, look: bool = False) -> None:
         if writes:
             self.written.add(path)
+            if path in self.looked:  # looked at, then made: its own scratch (shutil's copies look at the target)
+                self.files.pop(path, None)
             return
         if path in self.written or (self.expected is not None and (self.expected.get(path) or {}).get("written")):
             return
         # pinned at its first open; the trainer's check pins every open again (a file swapped after the first step);
         # a module loaded by path: by the bytes that ran (`ran`, _loaded)
         pin = ran or (pin_of(path) if self.expected is not None or path not in self.files else self.files[path])
+        if look and self.expected is not None and path not in self.expected and pin.get("absent"):
+            return  # a look at nothing the review never looked at: a scratch name about to be made (the replay's)
+        if look and path not in self.files:
+            self.looked.add(path)
+        elif not look:
+            self.looked.discard(path)
         self.files.setdefault(path, {**pin, "by": []})
         if self.reward not in self.files[path]["by"]:
             self.files[path]["by"].append(self.reward)
@@ -353,7 +362,7 @@ def _hook(event: str, args) -> None:
         paths, writes = event_paths(event, args)  # by what each is, not where (read_events)
         for path in paths:
             for reads in list(_ACTIVE):
-                reads.seen(path, writes)
+                reads.seen(path, writes, look=event == STAT_EVENT)
     except Refused:
         raise
     except Exception:  # never break an open over a bookkeeping error
