@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -154,7 +155,7 @@ def test_what_holds_no_content_is_not_pinned(workspace, tiny_model, monkeypatch,
 #------------------------------------------------------ real launches: the input changed after step 1 (round 16, G1)
 TINY = {"max_steps": 3, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 12,
         "logging_steps": 1, "save_steps": 1, "gradient_accumulation_steps": 1, "report_to": "none"}
-LAUNCHED = '''import os, sqlite3, subprocess
+LAUNCHED = '''import os, socket, sqlite3, subprocess
 KNOB, FLAG, DB, HOLD = {knob!r}, {flag!r}, {db!r}, {hold!r}
 {setup}
 _BATCHES = [0]
@@ -164,7 +165,9 @@ def knob_reward(completions, **kwargs):
     if len(completions) == 4:  # a training step's batch (the replay scores 52 samples, then one row at a time)
         _BATCHES[0] += 1
         if _BATCHES[0] == 2 and os.environ.get("LLM_FINETUNING_VERDICT_SHA256"):  # the trainer's step 2 waits
-            open(HOLD).read(1)  # until the test has changed the input (a pipe: no content to pin)
+            with socket.socket(socket.AF_UNIX) as hold:  # until the test has changed the input (a socket: no file
+                hold.connect(HOLD)                       # read, before round 16 as after)
+                hold.recv(1)
     v = {body}
     return [v for c in completions]
 '''
@@ -179,19 +182,18 @@ LAUNCH_FORMS = {
 }
 
 
-def _release(hold: Path, change, deadline: float) -> None:
-    """Once step 2's reward call waits on the pipe (a writer can open it only then), `change` the input, then let
-    the call go on."""
+def _release(hold: socket.socket, change, deadline: float) -> None:
+    """Once step 2's reward call waits on the socket (it connected), `change` the input, then let the call go on."""
+    hold.settimeout(0.5)
     while True:
         try:
-            fd = os.open(hold, os.O_WRONLY | os.O_NONBLOCK)
+            connection, _ = hold.accept()
             break
-        except OSError:
+        except socket.timeout:
             assert time.monotonic() < deadline, "step 2's reward call never came"
-            time.sleep(0.2)
-    change()
-    os.write(fd, b"x")
-    os.close(fd)
+    with connection:
+        change()
+        connection.sendall(b"x")
 
 
 @pytest.mark.slow
@@ -207,10 +209,13 @@ def test_an_input_changed_after_step_1_stops_the_run(workspace, monkeypatch, for
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     place = Path("/dev/shm") if form == "dev-shm open" and os.path.isdir("/dev/shm") else workspace
     folder = place / f"llmft-r16-launch-{uuid.uuid4().hex}"
+    short = Path(tempfile.mkdtemp(prefix="r16hold-", dir="/tmp"))  # a socket's path is at most 107 bytes
+    hold = short / "hold"
+    listening = socket.socket(socket.AF_UNIX)
     try:
+        listening.bind(str(hold))
+        listening.listen(1)
         paths = _inputs(folder)
-        hold = workspace / "hold.fifo"
-        os.mkfifo(hold)
         setup, body, moved = LAUNCH_FORMS[form]
         code = workspace / "user-rewards"
         code.mkdir()
@@ -228,7 +233,7 @@ def test_an_input_changed_after_step_1_stops_the_run(workspace, monkeypatch, for
         assert result.launched, result.message
         changes = {"flag": lambda: Path(paths["flag"]).write_text(""), "knob": lambda: Path(paths["knob"]).write_text(
             "5"), "db": lambda: _sql(Path(paths["db"]), "update k set v = 5"), None: lambda: None}
-        _release(hold, changes[moved], time.monotonic() + 600)
+        _release(listening, changes[moved], time.monotonic() + 600)
         status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=600)
         log = (run_dir / "train" / "logs" / "stdout.log").read_text()
         steps = [json.loads(line).get("step") for line in
@@ -246,6 +251,8 @@ def test_an_input_changed_after_step_1_stops_the_run(workspace, monkeypatch, for
             assert "not what the inspection verdict reviewed" in log and str(folder) in log, log[-3000:]
             assert "knob_reward" in log, log[-3000:]
     finally:
+        listening.close()
+        shutil.rmtree(short, ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
 
 
