@@ -27,7 +27,7 @@ from support import emit_run, hand_made_run, pass_inspection, wait_for
 # How the round-13 rewards read their knob (KNOB: the file, or the variable's name).
 ROUTES = {
     "env": 'float(os.environ.get(KNOB, "1"))',
-    "stat": "float(os.path.getsize(KNOB))",
+    "stat": "float(os.lstat(KNOB).st_size)",  # a file's metadata no pin names (os.stat is a read: pinned)
     "subprocess": 'float(subprocess.check_output(["/bin/cat", KNOB]))',
 }
 REWARD = '''import os, subprocess

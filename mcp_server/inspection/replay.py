@@ -1,4 +1,5 @@
-"""The trainer replays the review before its first step: same samples, same rewards, same scores (issue 48).
+"""The trainer replays the review before its first step, at every logging step and after the last step: same
+samples, same rewards, same scores (issue 48).
 
 A reward's score can depend on inputs no pin names: an environment variable, a file's size or mtime, the output of
 a process it starts, the clock. Pinning each route one by one never ends; the trainer checks the result instead.
@@ -12,8 +13,13 @@ exactly after the same rounding, or within math.isclose(rel_tol=1e-9, abs_tol=1e
 the trainer's log. Agentic runs replay too (their trajectories are stored samples, scored by inspect_rewards like
 any); a code-execution reward runs its sandbox again (the replay costs what the review's scoring cost). Nothing is
 replayed while sampling (inspection.trained.sampling), nor without a verdict (nothing was reviewed); a resume
-replays again (its environment may differ). A replay shows an input that changed since the review, not reward code
-written to tell a replay from training: that is what reading the reviewed code is for.
+replays again (its environment may differ). Once is not enough (round 16, G1: an input changed after step 1 trained
+at 5.0 and the run "succeeded"): the first replay that passed is kept (`AGAIN`) and run again at every logging step,
+on every rank alike (training.trainer.script_support.ReplayAgain), and after the last step, before the run is
+recorded succeeded; a moved score stops the run there (exit 3, the run failed), and the log's last line says what
+the replays during training cost (each costs what the first did: the review's scoring, the row probes). A replay
+shows an input that changed since the review, not reward code written to tell a replay from training: that is what
+reading the reviewed code is for.
 
 The samples cover only the prompts the review sampled: an input keyed by the prompt (an answer key read through a
 process, a table in a variable) changed for the rows nobody sampled would replay the same (round 15, G2). So the
@@ -143,11 +149,13 @@ def replay(funcs: list, specs: list, samples: list[dict], rows: list[dict]) -> t
 
 
 def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None = None,
-                  dataset=None) -> None:
+                  dataset=None, step: int | None = None) -> None:
     """The trainer's replay (the module's doc), on every rank: returns when every rank scores every reviewed sample
     and every probed training row as the review did, after one line on stderr saying what it cost; else
     ScoresChanged (exit status 3) on every rank, naming each rank and reward that scores otherwise. `dataset`: the
-    rows this process trains on, as its point-of-use check verified them (None: read here)."""
+    rows this process trains on, as its point-of-use check verified them (None: read here). `step`: the replay
+    again during training (`again`), after that optimizer step (None: before the first step, which keeps the
+    replay for `again`)."""
     started = time.monotonic()
     try:
         done = _replay_here(run, rewards, funcs, verdict, samples, dataset)
@@ -158,12 +166,38 @@ def replay_review(run: Run, rewards: list, funcs: list, verdict: dict | None, sa
     where = "" if group is None else f" (rank {group.get_rank()} of {group.get_world_size()})"
     problems = _agree(group, problem)
     if problems:
-        _say(f"refusing to train{where}: " + "; ".join(problems))
+        when = "refusing to train" if step is None else f"stopping training after step {step}, refused"
+        _say(f"{when}{where}: " + "; ".join(problems))
         if group is not None:
             _leave_together(group)
         raise ScoresChanged(3, "; ".join(problems))
-    if done:
+    if done and step is None:
         _say(f"{done}{where}, {time.monotonic() - started:.2f} s")
+        AGAIN[:] = [lambda at: replay_review(run, rewards, funcs, verdict, samples, dataset, step=at)]
+    elif done:
+        AGAIN_COST.append(time.monotonic() - started)
+
+
+# The replay again during training (training.trainer.script_support.ReplayAgain: at every logging step, on every
+# rank, and once more after the last step, before the run is recorded succeeded; round 16, G1: an input changed
+# after the first replay trained at 5.0 and the run "succeeded"), kept by the first replay that passed; the seconds
+# each took after it.
+AGAIN: list = []
+AGAIN_COST: list[float] = []
+
+
+def again(step: int) -> None:
+    """The review replayed again after optimizer step `step` (ScoresChanged, exit 3, when a score moved); nothing
+    when this process made no replay (no verdict, sampling)."""
+    if AGAIN:
+        AGAIN[0](step)
+
+
+def again_said() -> None:
+    """One line: how often the review was replayed during training and what each replay cost."""
+    if AGAIN_COST:
+        _say(f"replayed the review {len(AGAIN_COST)} more times during training (every logging step and after the "
+             f"last), same scores, {sum(AGAIN_COST) / len(AGAIN_COST):.3f} s each, {sum(AGAIN_COST):.2f} s in all")
 
 
 def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, samples: bytes | None,

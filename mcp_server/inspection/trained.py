@@ -28,11 +28,12 @@ a verdict copies the local modules its rewards run (`keep_reviewed_code`) into i
 `reviewed_reward_funcs` imports from there first, and the gate stays closed while that copy is not the code under
 review (`unkept_reward_code`): the trainer imports exactly the reviewed bytes.
 
-The files a reward opens by a path in its code are checked against the verdict's pins before the first step and
-at every open during a reward call (rewards.reads); not covered: a module a reward imports lazily, at call time.
-What no pin names (an environment variable, a file's size, a process's output, the clock) is checked by its effect:
-`reviewed_reward_funcs` replays the review with the functions it returns (inspection.replay: the reviewed samples
-scored again in this process; a score other than review.jsonl's exits, status 3, naming the reward).
+The files a reward opens by a path in its code are checked against the verdict's pins before the first step, at
+every open during a reward call and at the end of every call (rewards.reads); not covered: a module a reward imports
+lazily, at call time. What no pin names (an environment variable, a file's mtime, a process's output, the clock) is
+checked by its effect: `reviewed_reward_funcs` replays the review with the functions it returns (inspection.replay:
+the reviewed samples scored again in this process, then again at every logging step and after the last; a score
+other than review.jsonl's exits, status 3, naming the reward).
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ STDLIB = tuple(str(Path(p).resolve()) + os.sep for p in {sysconfig.get_paths()[k
 # importlib's frames through which an import enters the machinery (the outermost of a run of its frames).
 IMPORT_ENTRIES = frozenset({"_find_and_load", "_gcd_import", "_handle_fromlist", "__import__"})
 # This package's modules whose functions read a file the caller names, on the caller's behalf (native_reads: its
-# os.open and its wrapped native readers).
+# os.open and its wrapped native readers; read_events: its wrapped os.stat and os.access).
 READS_FOR_CALLER = frozenset({PACKAGE / "userfiles.py", PACKAGE / "dataset.py",
-                              PACKAGE / "rewards" / "native_reads.py"})
+                              PACKAGE / "rewards" / "native_reads.py", PACKAGE / "rewards" / "read_events.py"})
 
 
 @lru_cache(maxsize=4096)

@@ -15,27 +15,31 @@ frame outside the standard library is user code): `ctypes.*` (a C library reads 
 `sqlite3.enable_load_extension` / `sqlite3.load_extension`. Whose an event is: read_frames.py (the reward's
 own code, through any library or importlib's readers, not an import; never this package's own reads but for its
 helpers that read for their caller). Reads the "open" event does not name by path (`os.open` with `dir_fd`, native
-readers in C or Rust) are made to: native_reads.py. /proc, /sys and /dev are left out, so are files (and
-folders) the same code opened for writing (or made) first: its own scratch; an existing file opened r+, a+ or
-O_RDWR is read (pinned), not scratch.
+readers in C or Rust) are made to: native_reads.py. A look at a file (os.stat, os.access: os.path.exists) is a
+read of it too (read_events.py). A read is pinned by what the file is, not where (round 16: /dev/shm was left out
+by its prefix): a regular file anywhere is pinned; a device, a pipe, a socket and the kernel's state in procfs and
+sysfs are not (read_events.not_content); nor are files (and folders) the same code opened for writing (or made)
+first: its own scratch; an existing file opened r+, a+ or O_RDWR is read (pinned), not scratch.
 
 Each file is pinned when it is first opened (`pin_file`: its sha256, or size/mtime/inode/ctime above 64 MiB; a
 link by what it resolves to; a file absent then as absent), with the rewards that read it. inspect_rewards
 keeps the pins in review.json, the verdict pins them (inspection.pins "reward_reads"), the gate re-pins them, and
-the trainer checks them before the first step and at every open during a reward call (`checking`): a file read
-at training that was never read at review is refused too (decided: a file nobody reviewed decides the scores,
-whether its path came from a setting, the working directory or a branch the samples never took; the way on is a
-new review, which then records it). evaluate_model keeps the graders' pins in the baseline and promote refuses a
-baseline whose graders read other content now (evaluation.promote).
+the trainer checks them before the first step, at every open during a reward call and, all of them, at the end of
+every reward call (`checking`, Reads.recheck: a file read once through a kept fd or database, or only looked at,
+changed after the first step): a file read at training that was never read at review is refused too (decided: a
+file nobody reviewed decides the scores, whether its path came from a setting, the working directory or a branch
+the samples never took; the way on is a new review, which then records it). evaluate_model keeps the graders' pins
+in the baseline and promote refuses a baseline whose graders read other content now (evaluation.promote).
 
 A reward module's first import in a process is always recorded (`importing`, called by rewards.dotted) and what
 it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
 
-Not covered: a file read by a child process the reward starts, or through an fd it did not open itself, or by a
-native reader not in native_reads.NATIVE_READERS; a check that reads no content (os.path.exists, os.stat: no
-audit event); a database an SQL ATTACH opens (no audit
-event; an authorizer cannot be set at `sqlite3.connect/handle`, the connection is not initialised yet); a file
-swapped between the check at its open and the read itself.
+Not covered here (the trainer's replay, inspection/replay.py, judges them by their effect, before the first step
+and at every logging step): a file read by a child process the reward starts, or through an fd it did not open
+itself, or by a native reader not in native_reads.NATIVE_READERS; what a stat sees besides the content (an mtime);
+a library's own stat; a database an SQL ATTACH opens (no audit event; an authorizer cannot be set at
+`sqlite3.connect/handle`, the connection is not initialised yet); a file swapped between a check and the read and
+swapped back before the next check.
 """
 
 from __future__ import annotations
@@ -47,10 +51,10 @@ import stat
 import sys
 import threading
 
-from mcp_server.rewards import native_reads
+from mcp_server.rewards import native_reads, read_events
+from mcp_server.rewards.read_events import LISTINGS, STAT_EVENT, event_paths, not_content
 from mcp_server.rewards.read_frames import imported_by_name, made_by_user, opened_by_user
 
-SYSTEM = ("/proc/", "/sys/", "/dev/")
 WHOLE_FILE_BYTES = 64 << 20
 _ACTIVE: list["Reads"] = []  # the recordings in force (innermost last)
 _LOCAL = threading.local()  # busy: this thread is inside the hook (its own reads are not the reward's)
@@ -65,7 +69,6 @@ class Unpinnable(PermissionError):
     """Reward code made a call whose reads cannot be pinned (REFUSED): refused while a recording is in force."""
 
 
-LISTINGS = ("os.listdir", "os.scandir")  # a folder's names: pinned by their sorted list
 REFUSED = ("ctypes.", "sqlite3.enable_load_extension", "sqlite3.load_extension")  # no file to pin: refused
 
 
@@ -76,20 +79,29 @@ class Reads:
     def __init__(self, expected: dict | None = None, refuse=None):
         self.files: dict[str, dict] = {}
         self.written: set[str] = set()
+        self.looked: set[str] = set()  # paths only looked at (STAT_EVENT) so far
         self.reward = "the reward modules' import"
         self.expected = expected
         self.refuse = refuse
         self.problem: str | None = None
 
-    def seen(self, path: str, writes: bool, ran: dict | None = None) -> None:
+    def seen(self, path: str, writes: bool, ran: dict | None = None, look: bool = False) -> None:
         if writes:
             self.written.add(path)
+            if path in self.looked:  # looked at, then made: its own scratch (shutil's copies look at the target)
+                self.files.pop(path, None)
             return
         if path in self.written or (self.expected is not None and (self.expected.get(path) or {}).get("written")):
             return
         # pinned at its first open; the trainer's check pins every open again (a file swapped after the first step);
         # a module loaded by path: by the bytes that ran (`ran`, _loaded)
         pin = ran or (pin_of(path) if self.expected is not None or path not in self.files else self.files[path])
+        if look and self.expected is not None and path not in self.expected and pin.get("absent"):
+            return  # a look at nothing the review never looked at: a scratch name about to be made (the replay's)
+        if look and path not in self.files:
+            self.looked.add(path)
+        elif not look:
+            self.looked.discard(path)
         self.files.setdefault(path, {**pin, "by": []})
         if self.reward not in self.files[path]["by"]:
             self.files[path]["by"].append(self.reward)
@@ -97,6 +109,19 @@ class Reads:
             self.problem = mismatch(path, self.expected.get(path), pin, self.reward)
             if self.problem and self.refuse:
                 self.refuse(self.problem)
+
+    def recheck(self, name: str) -> None:
+        """The trainer's check at the end of each reward call (`watched`): every file the verdict pinned, pinned
+        again now, the first that differs refused (round 16, G1: a file read through an fd kept since the import, a
+        database kept open, a path only looked at, all changed after the first step). A file read at each call is
+        judged at its open too; one read once and kept is judged here."""
+        if self.expected is None or self.problem is not None:
+            return
+        pinned = {p: pin for p, pin in self.expected.items() if p not in self.written}
+        for line in differences(pinned, now(pinned))[:1]:
+            self.problem = line = f"{line}, seen after a call of {name}"
+            if self.refuse:
+                self.refuse(line)
 
     def pins(self) -> dict:
         """path -> pin (sorted), the files only written marked so."""
@@ -179,11 +204,15 @@ def watched(func, name: str, reads: Reads):
     if inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(getattr(target, "__call__", None)):
         async def wrapper(*args, **kwargs):
             with recording(reads), calling(name):
-                return await func(*args, **kwargs)
+                scores = await func(*args, **kwargs)
+            reads.recheck(name)  # before TRL has the scores: the files as reviewed still
+            return scores
     else:
         def wrapper(*args, **kwargs):
             with recording(reads), calling(name):
-                return func(*args, **kwargs)
+                scores = func(*args, **kwargs)
+            reads.recheck(name)
+            return scores
     functools.update_wrapper(wrapper, func)  # its attributes too (a NamedReward's params)
     wrapper.__name__ = name
     return wrapper
@@ -304,65 +333,6 @@ def differences(before: dict | None, after: dict | None) -> list[str]:
     return lines
 
 
-def _sqlite_files(database) -> list[str]:
-    """The files sqlite3.connect(database) reads: the database and its -wal and -journal; none for ':memory:',
-    a temporary database ('') or a memory URI."""
-    from urllib.parse import unquote, urlsplit
-
-    if isinstance(database, int) or database is None:
-        return []
-    text = os.fsdecode(database)
-    if text.startswith("file:"):
-        parts = urlsplit(text)
-        if "mode=memory" in parts.query:
-            return []
-        text = unquote(parts.path)
-    if text in ("", ":memory:"):
-        return []
-    path = os.path.abspath(text)
-    return [path, path + "-wal", path + "-journal"]
-
-
-def _real(path) -> str:
-    """An absolute path; a /proc one by what it leads to (round 11: '/proc/self/root' + RUBRIC); a descriptor's."""
-    if isinstance(path, int):
-        return os.readlink(f"/proc/self/fd/{path}")
-    path = os.path.abspath(os.fsdecode(path))
-    return os.path.realpath(path) if path.startswith("/proc/") else path
-
-
-def _open_paths(path, mode, flags) -> tuple[list[str], bool]:
-    """A file an open creates or truncates is the reward's scratch; an existing one opened readable (r, r+, a+,
-    O_RDONLY, O_RDWR, O_CREAT or not) is a read (round 11: O_CREAT, or an append-open first, made a rubric scratch);
-    an append to an existing file without reading it is neither."""
-    path = _real(path)
-    exists = os.path.isfile(path)
-    if mode is None:
-        readable = flags & os.O_ACCMODE in (os.O_RDONLY, os.O_RDWR)
-        fresh = bool(flags & (os.O_TRUNC | os.O_EXCL)) or (bool(flags & os.O_CREAT) and not exists)
-    else:
-        readable = "r" in str(mode) or "+" in str(mode)
-        fresh = "w" in str(mode) or "x" in str(mode) or ("a" in str(mode) and not exists)
-    if fresh:
-        return [path], True
-    return ([path], False) if readable or not exists else ([], False)
-
-
-def _event_paths(event: str, args) -> tuple[list[str], bool]:
-    """(the paths an event reads or writes, whether it writes)."""
-    if event == "open":
-        path, mode, flags = args
-        return ([], False) if isinstance(path, int) or path is None else _open_paths(path, mode, flags)
-    if event == "sqlite3.connect":
-        return _sqlite_files(args[0]), False
-    if event in LISTINGS:
-        return [os.path.join(_real(args[0] if args and args[0] is not None else "."), "")], False
-    if event == "os.mkdir" and not isinstance(args[0], int):  # a folder it makes: its listing is its own scratch
-        folder = _real(args[0])
-        return ([], False) if os.path.isdir(folder) else ([os.path.join(folder, "")], True)  # makedirs(exist_ok)
-    return [], False
-
-
 def _refuse(event: str, args) -> None:
     line = (f"reward code called {event}({', '.join(repr(a)[:80] for a in args)}): what it reads cannot be pinned, "
             "so the review could not vouch for what training would score (issue 48); read files with open or "
@@ -382,25 +352,23 @@ def _hook(event: str, args) -> None:
         elif event == "ctypes.dlopen":  # a library's dlopen of a workspace library: pinned like a read (round 15)
             _dlopened(args[0] if args else None)
         return
-    if event != "open" and event != "sqlite3.connect" and event not in LISTINGS and event != "os.mkdir":
+    if event not in ("open", "sqlite3.connect", "os.mkdir", STAT_EVENT) and event not in LISTINGS:
         return
+    _LOCAL.busy = True  # what the bookkeeping stats and opens is not the reward's
     try:
-        paths, writes = _event_paths(event, args)
-        paths = [p for p in paths if not p.startswith(SYSTEM)]
         frame = sys._getframe(1)
-        if not paths or not (made_by_user(frame) if event in LISTINGS else opened_by_user(frame)):
+        if not (made_by_user(frame) if event in LISTINGS or event == STAT_EVENT else opened_by_user(frame)):
             return
-        _LOCAL.busy = True
-        try:
-            for path in paths:
-                for reads in list(_ACTIVE):
-                    reads.seen(path, writes)
-        finally:
-            _LOCAL.busy = False
+        paths, writes = event_paths(event, args)  # by what each is, not where (read_events)
+        for path in paths:
+            for reads in list(_ACTIVE):
+                reads.seen(path, writes, look=event == STAT_EVENT)
     except Refused:
         raise
     except Exception:  # never break an open over a bookkeeping error
         return
+    finally:
+        _LOCAL.busy = False
 
 
 def _loaded(path: str, sha: str, fullname: str) -> None:
@@ -409,8 +377,7 @@ def _loaded(path: str, sha: str, fullname: str) -> None:
     reward-code hash's (rewards.sources follows it, by whatever name); one run by path (spec_from_file_location +
     exec_module, module_from_spec, even with the module put in sys.modules first: no import found it by name, round
     15 G3) is pinned here by the bytes that ran, so the gate and the trainer see it change."""
-    if not _ACTIVE or getattr(_LOCAL, "busy", False) or path.startswith(SYSTEM) or imported_by_name(
-            sys._getframe(1)):
+    if not _ACTIVE or getattr(_LOCAL, "busy", False) or not_content(path) or imported_by_name(sys._getframe(1)):
         return
     _LOCAL.busy = True
     try:
@@ -426,7 +393,7 @@ def _dlopened(name) -> None:
 
     path = os.path.abspath(os.fsdecode(name)) if isinstance(name, (str, bytes)) and os.sep in os.fsdecode(name) \
         else None
-    if path is None or path.startswith(SYSTEM) or not os.path.isfile(path) or not is_user_file(path):
+    if path is None or not_content(path) or not os.path.isfile(path) or not is_user_file(path):
         return
     _LOCAL.busy = True
     try:
@@ -442,6 +409,7 @@ def _install() -> None:
         from mcp_server.rewards.source_only import ON_LOAD
 
         ON_LOAD.append(_loaded)
+        read_events.install()  # os.stat and os.access named (a look at a file is a read of it)
         _INSTALLED[0] = True
     native_reads.install(_ACTIVE)  # each recording: a native reader imported since is wrapped now
 

@@ -23,7 +23,7 @@ from mcp_server.training.trainer import verified_script
 if verified_script.VERIFYING:  # the trainer, right after TRL's import (and what it imports): each package from the
     verified_script.check_libraries()  # reviewed interpreter's own folders (issue 48)
 
-from mcp_server.inspection import trained  # noqa: E402
+from mcp_server.inspection import replay, trained  # noqa: E402
 from mcp_server.inspection.trained import InputsChanged, confirm_loaded_model, sampling_now  # noqa: E402
 from mcp_server.inspection.trainer_read import parse_config, spec_for  # noqa: F401 - the templates import it here
 from mcp_server.config.loader import eval_dataset as load_eval_dataset  # noqa: E402
@@ -210,6 +210,16 @@ class ResumedWeights(TrainerCallback):
             raise InputsChanged(3)
 
 
+class ReplayAgain(TrainerCallback):
+    """The review replayed again (inspection.replay.again) at every logging step, on every rank alike (the step
+    and logging_steps decide, the same everywhere): an input changed after the first replay stops the run there,
+    exit 3, naming the reward, the sample or row and its scores (round 16, G1)."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_log and not control.should_training_stop:  # the last step: train_and_save's replay
+            replay.again(state.global_step)
+
+
 def train_and_save(trainer, run_dir: Path) -> None:
     """Train (resuming when the config says so), save, and record the final save (digest.record_save: what makes
     the outcome "succeeded" believable) and the outcome on the main process."""
@@ -223,8 +233,12 @@ def train_and_save(trainer, run_dir: Path) -> None:
         trainer.callback_handler.callbacks.insert(0, ResumedSettings(trainer))
     # the folder confirmed, not `true` again: TRL's own get_last_checkpoint could pick a checkpoint-<higher> added
     # since (round 11, R1)
+    if replay.AGAIN:  # what trains is what was reviewed for the whole run, not only before its first step
+        trainer.add_callback(ReplayAgain())
     trainer.train(resume_from_checkpoint=str(resumed) if resumed is not None
                   else training_args.resume_from_checkpoint)
+    replay.again(trainer.state.global_step)  # after the last step, before the run is recorded succeeded
+    replay.again_said()
     # output_dir still inside the run before the final model and its card are written (round 12, D1); record_save
     # refuses it after too
     refuse_save_outside(Run(Path(run_dir)), Path(training_args.output_dir))

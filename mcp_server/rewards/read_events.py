@@ -1,0 +1,147 @@
+"""What an audit event reads (reads.py's hook asks): the paths it names, and which of them hold content to pin.
+
+A read is pinned by what the file is, never by where it lives (issue 48, round 16: `/dev/` was left out by its
+prefix, and /dev/shm is an ordinary writable tmpfs: a reward reading a knob there, and a grader its rubric, were
+never pinned). A regular file is content wherever it is (a workspace, /tmp, /dev/shm, /run/shm, a home folder, a
+file or memfd reached through /proc/self/fd); what is not content is left out by its type: a character or block
+device (/dev/null, /dev/urandom), a pipe, a socket, and the kernel's own state (a file of procfs or sysfs: made up
+by the kernel at each read, with no content of its own to pin). A path through /proc or /dev that leads to a file
+(`/proc/self/fd/3`, `/dev/fd/3`, `/proc/self/root/...`) is pinned as the file it leads to; one that leads to no
+path (a memfd, a deleted file) is pinned by the /proc path itself, as its content reads there.
+
+Not only reads that open: a look that reads no content (`os.stat`, `os.access`: os.path.exists, isfile,
+getsize, pathlib's exists and stat) raises no audit event of Python's own, so `install` makes those two raise
+STAT_EVENT, and reads.py pins the file they look at (its content, or that it is absent) when the reward makes
+the call (read_frames.made_by_user: a library's own checks are not the reward's input; the trainer's replay judges
+what they change by its effect). What a stat sees besides the content (an mtime alone) is the replay's too. A path
+looked at and then made by the same code is its scratch (shutil's copies look at their target first: reads.Reads.seen
+drops it), and the trainer lets a look at an absent path the review never looked at pass (a scratch name about to be
+made); os.lstat is not wrapped (os.path.realpath's walk looks at every folder of a path).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import stat
+import sys
+
+STAT_EVENT = "llm_finetuning.stat"  # raised by the wrapped os.stat and os.access (install)
+LISTINGS = ("os.listdir", "os.scandir")  # a folder's names: pinned by their sorted list
+_STAT = os.stat  # the originals, before install() wraps them
+_WRAPPED: dict[str, object] = {}
+
+
+def _kernel_devices() -> frozenset:
+    devices = set()
+    for mount in ("/proc", "/sys"):
+        try:
+            devices.add(_STAT(mount).st_dev)
+        except OSError:
+            continue
+    return frozenset(devices)
+
+
+KERNEL_DEVICES = _kernel_devices()
+
+
+def not_content(path: str) -> bool:
+    """Whether `path` (as _real gives it) holds no content a pin could keep: a device, a pipe, a socket, or the
+    kernel's state (procfs, sysfs and what is mounted under /sys). A regular file, a folder or an absent path is
+    content (pinned), wherever it is."""
+    try:
+        found = _STAT(path)
+    except (OSError, ValueError):
+        return False  # absent (pinned as absent) or unreadable (pinned as such)
+    mode = found.st_mode
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return True
+    return found.st_dev in KERNEL_DEVICES or path.startswith("/sys/")
+
+
+def real(path) -> str:
+    """An absolute path; one through /proc or /dev by what it leads to (round 11: '/proc/self/root' + RUBRIC;
+    /dev/fd/N, /dev/stdin), kept as named where it leads to no path (a memfd, a deleted file); a descriptor's."""
+    if isinstance(path, int):
+        path = f"/proc/self/fd/{path}"
+    path = os.path.abspath(os.fsdecode(path))
+    if not path.startswith(("/proc/", "/dev/")):
+        return path
+    resolved = os.path.realpath(path)
+    return resolved if os.path.lexists(resolved) or not os.path.lexists(path) else path
+
+
+def sqlite_files(database) -> list[str]:
+    """The files sqlite3.connect(database) reads: the database and its -wal and -journal; none for ':memory:',
+    a temporary database ('') or a memory URI."""
+    from urllib.parse import unquote, urlsplit
+
+    if isinstance(database, int) or database is None:
+        return []
+    text = os.fsdecode(database)
+    if text.startswith("file:"):
+        parts = urlsplit(text)
+        if "mode=memory" in parts.query:
+            return []
+        text = unquote(parts.path)
+    if text in ("", ":memory:"):
+        return []
+    path = os.path.abspath(text)
+    return [path, path + "-wal", path + "-journal"]
+
+
+def open_paths(path, mode, flags) -> tuple[list[str], bool]:
+    """A file an open creates or truncates is the reward's scratch; an existing one opened readable (r, r+, a+,
+    O_RDONLY, O_RDWR, O_CREAT or not) is a read (round 11: O_CREAT, or an append-open first, made a rubric scratch);
+    an append to an existing file without reading it is neither."""
+    path = real(path)
+    exists = os.path.isfile(path)
+    if mode is None:
+        readable = flags & os.O_ACCMODE in (os.O_RDONLY, os.O_RDWR)
+        fresh = bool(flags & (os.O_TRUNC | os.O_EXCL)) or (bool(flags & os.O_CREAT) and not exists)
+    else:
+        readable = "r" in str(mode) or "+" in str(mode)
+        fresh = "w" in str(mode) or "x" in str(mode) or ("a" in str(mode) and not exists)
+    if fresh:
+        return [path], True
+    return ([path], False) if readable or not exists else ([], False)
+
+
+def event_paths(event: str, args) -> tuple[list[str], bool]:
+    """(the paths an event reads or writes, whether it writes), what holds no content left out (not_content)."""
+    paths, writes = _named(event, args)
+    return [p for p in paths if not not_content(p)], writes
+
+
+def _named(event: str, args) -> tuple[list[str], bool]:
+    if event == "open":
+        path, mode, flags = args
+        return ([], False) if isinstance(path, int) or path is None else open_paths(path, mode, flags)
+    if event == STAT_EVENT:
+        return ([], False) if isinstance(args[0], int) or args[0] is None else ([real(args[0])], False)
+    if event == "sqlite3.connect":
+        return sqlite_files(args[0]), False
+    if event in LISTINGS:
+        return [os.path.join(real(args[0] if args and args[0] is not None else "."), "")], False
+    if event == "os.mkdir" and not isinstance(args[0], int):  # a folder it makes: its listing is its own scratch
+        folder = real(args[0])
+        return ([], False) if os.path.isdir(folder) else ([os.path.join(folder, "")], True)  # makedirs(exist_ok)
+    return [], False
+
+
+def _wrap(original):
+    @functools.wraps(original)
+    def looked_at(path, *args, **kwargs):
+        if not isinstance(path, int):
+            sys.audit(STAT_EVENT, path)
+        return original(path, *args, **kwargs)
+
+    return looked_at
+
+
+def install() -> None:
+    """os.stat and os.access raise STAT_EVENT (once per process): what the reward looks at is named."""
+    for name in ("stat", "access"):
+        if name not in _WRAPPED:
+            _WRAPPED[name] = _wrap(getattr(os, name))
+            setattr(os, name, _WRAPPED[name])
