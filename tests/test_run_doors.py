@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import resource
 import subprocess
 import sys
@@ -80,16 +81,38 @@ def test_a_full_disk_is_read_not_crashed_on_and_diagnosed(workspace):
 @pytest.mark.slow
 def test_a_killed_emissions_staging_folder_is_removed_by_the_next_emission(workspace):
     """Round 15: emit-config SIGKILLed left its hidden runs/.emit-* staging folder for good. The next emission
-    removes those whose process is gone, and leaves a live process's (an emission under way)."""
+    removes those whose process is gone, and leaves a live process's (an emission under way). Round 16, D2: it
+    removed a person's own folder so named too: only a folder emission marked as its staging folder goes (the
+    mark as emission writes it, found by staging one); one unmarked, or marked otherwise, stays."""
+    from mcp_server.emission.emit import STAGING_MARK, _staging_folder
+
     dead, _ = dead_pid()
     runs = workspace / "runs"
+    runs.mkdir()
+    staged = _staging_folder()  # emission's own staging folder, as a killed emission left it
+    mark = (staged / STAGING_MARK).read_bytes()
+    shutil.rmtree(staged)
     (runs / f".emit-{dead}-killed" / "train").mkdir(parents=True)
     (runs / f".emit-{dead}-killed" / "train" / "config.yaml").write_text("half\n")
+    (runs / f".emit-{dead}-killed" / STAGING_MARK).write_bytes(mark)
     (runs / f".emit-{os.getppid()}-live").mkdir()
+    (runs / f".emit-{os.getppid()}-live" / STAGING_MARK).write_bytes(mark)
+    kept = {f".emit-{dead}-notes": None, f".emit-{dead}-other-mark": b"mine\n", f".emit-{dead}-linked-mark": "link"}
+    for name, how in kept.items():
+        (runs / name).mkdir()
+        (runs / name / "notes.txt").write_text("my notes\n")
+        if how == "link":
+            (runs / name / STAGING_MARK).symlink_to(runs / f".emit-{dead}-killed" / STAGING_MARK)
+        elif how is not None:
+            (runs / name / STAGING_MARK).write_bytes(how)
     emitted = cli_here("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "next",
                        env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert emitted.returncode == 0, emitted.stdout + emitted.stderr
-    assert sorted(p.name for p in runs.iterdir() if p.name.startswith(".")) == [f".emit-{os.getppid()}-live"]
+    assert sorted(p.name for p in runs.iterdir() if p.name.startswith(".")) == sorted(
+        [f".emit-{os.getppid()}-live", *kept])
+    assert all((runs / name / "notes.txt").read_text() == "my notes\n" for name in kept)
+    [run] = [p for p in runs.iterdir() if not p.name.startswith(".")]
+    assert not (run / STAGING_MARK).exists(), "the mark stays with the staging folder, not the run"
 
 def test_run_names_never_act_on_the_terminal_and_staging_folders_are_no_runs(workspace):
     """A run named with escape codes and a newline was printed raw by list_runs (one forged a row "succeeded");
