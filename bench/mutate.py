@@ -96,7 +96,8 @@ AREAS: dict[str, Area] = {a.name: a for a in (
     Area("sandbox", "sandbox and harness", ("tests/test_sandbox.py", "tests/test_sandbox_escapes.py",
                                             "tests/test_reward_hacks.py", "tests/test_rewards_declared.py",
                                             "tests/test_sandbox_table.py", "tests/test_sandbox_scoring.py",
-                                            "tests/test_sandbox_host_state.py", "tests/test_reward_factory_params.py"),
+                                            "tests/test_sandbox_host_state.py", "tests/test_reward_factory_params.py",
+                                            "tests/test_sandbox_endings.py"),
          marker=""),
 )}
 
@@ -125,12 +126,14 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                                       "tests/test_sandbox_escapes.py", "tests/test_sandbox_table.py"),
     "mcp_server/rewards/harness.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                       "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
-                                      "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
+                                      "tests/test_rewards_declared.py", "tests/test_sandbox_table.py",
+                                      "tests/test_sandbox_endings.py"),
     "mcp_server/worker_apart.py": ("tests/test_worker_apart.py",),
     "mcp_server/inspection/replay.py": ("tests/test_replay.py",),  # the trainer's replay of the review (round 13)
     "mcp_server/rewards/harness_tests.py": ("tests/test_sandbox_scoring.py", "tests/test_sandbox.py",
                                            "tests/test_sandbox_escapes.py", "tests/test_reward_hacks.py",
-                                           "tests/test_rewards_declared.py", "tests/test_sandbox_table.py"),
+                                           "tests/test_rewards_declared.py", "tests/test_sandbox_table.py",
+                                           "tests/test_sandbox_endings.py"),
     # the files a reward reads (m10): the sandbox area's files never run them, these tables do (in process)
     **dict.fromkeys(("mcp_server/rewards/reads.py", "mcp_server/rewards/read_frames.py",
                      "mcp_server/rewards/native_reads.py"),
@@ -294,7 +297,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "\"cpu_s\": min(limits.cpu_s, limits.timeout_s) if limits.cpu_s else 0,", "\"cpu_s\": 0,",
       "a busy loop holds a core until the wall-clock timeout instead of its CPU budget"),
     M("harness-xpass", "sandbox", "mcp_server/rewards/harness_tests.py",
-      "    if result.unexpectedSuccesses:\n        raise", "    if False:\n        raise",
+      "        if result.unexpectedSuccesses:\n            raise", "        if False:\n            raise",
       "an expectedFailure test that passes (unexpected success) scores as a pass"),
     M("harness-skips-count", "sandbox", "mcp_server/rewards/harness.py",
       "            if call_one(stage, test) is not SKIPPED:\n                count += 1",
@@ -1160,8 +1163,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a unittest.TestCase test that errors (the solution raised) scores as a pass: only assertion failures"
       " count"),
     M("k6-harness-skip-without-unittest", "sandbox", "mcp_server/rewards/harness_tests.py",
-      "        if skip is not None and isinstance(exc, skip):",
-      "        if skip is None or isinstance(exc, skip):",
+      "    return skip is not None and isinstance(exc, skip)",
+      "    return skip is None or isinstance(exc, skip)",
       "where the tests never import unittest, every failing test is read as skipped: a wrong solution "
       "beside one passing test scores a pass"),
     M("k6-trainer-verdict-unbound", "gate", "mcp_server/inspection/trained.py",
@@ -1768,7 +1771,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "the worker's namespace init is never known (bwrap's info names it child-pid): killing a worker (a cancelled "
       "or timed-out tool call, a restart) kills bwrap alone and the worker keeps running in its namespace, holding "
       "the GPU's memory and writing its results into the run after the server moved on"),
-    M("m10-reads-sqlite-wal-unpinned", "sandbox", "mcp_server/rewards/reads.py",
+    M("m10-reads-sqlite-wal-unpinned", "sandbox", "mcp_server/rewards/read_events.py",
       '    return [path, path + "-wal", path + "-journal"]',
       '    return [path, path + "-journal"]',
       "a rubric in a SQLite database in WAL mode: rows changed after the verdict sit in rubric.db-wal (not yet "
@@ -2065,7 +2068,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "the solution's file-size limit is max_file_mb KiB, not MiB: a solution writing a 1 MB file fails ('File too "
       "large') and scores 0 where it passed"),
     M("m12-sandbox-no-tests-ran-passes", "sandbox", "mcp_server/rewards/harness.py",
-      "    if not count and not hits:\n",
+      "    if not count and not top:\n",
       "    if False:\n",
       "tests that define no test and run no assert ('x = f()') score 1.0 where they failed ('no tests ran')"),
     M("m12-sandbox-generator-test-ran", "sandbox", "mcp_server/rewards/harness_tests.py",
@@ -2184,8 +2187,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "    return blocks[0] if blocks else text\n",
       "a completion with a draft ```python block and then its final one is scored on the draft: 1.0 -> 0.0"),
     M("m13-sandbox-unexpected-success-passes", "sandbox", "mcp_server/rewards/harness_tests.py",
-      "    if result.unexpectedSuccesses:\n"
-      '        raise AssertionError(f"{method}: unexpected success of an expected failure")\n',
+      "        if result.unexpectedSuccesses:\n"
+      '            raise AssertionError(f"{method}: unexpected success of an expected failure")\n',
       "",
       "an @expectedFailure test that succeeds counts as a pass, where unittest's wasSuccessful() fails it"),
     M("m13-sandbox-cpu-s-not-passed", "sandbox", "mcp_server/rewards/code.py",

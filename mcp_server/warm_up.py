@@ -47,8 +47,8 @@ def start(rehearse: Callable[[], object]) -> threading.Thread | None:
 
     with _lock:
         if _thread is None:
-            _thread = threading.Thread(target=_warm, args=(worker.in_training, worker.apart, rehearse), name="llm-finetuning-warm-up",
-                                       daemon=True)
+            _thread = threading.Thread(target=_warm, args=(worker.in_training, worker.apart, rehearse),
+                                       name="llm-finetuning-warm-up", daemon=True)
             _thread.start()
         return _thread
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import cli_here
+from conftest import checkout_env, cli_here, run_cli
 from support import sign_samples
 
 EMISSIONS = {  # each request's CLI arguments: together they write every file emission writes
@@ -209,3 +212,73 @@ def test_a_run_dir_inside_the_workspace_is_still_emitted_into(where, workspace, 
     proc = cli_here("emit-config", *EMISSIONS["grpo"], "--run-dir", where, "--json", cwd=workspace)
     assert proc.returncode == 0, proc.stderr
     assert (workspace / where / "train" / "config.yaml").is_file()
+
+
+# ---------------------------------------------------------------- round 16 (issue 48): D1 and D5
+def test_emission_refuses_a_config_edited_by_hand_its_header_kept(workspace, written):
+    """Round 16, D1: train/config.yaml was judged by its header only: a config edited by hand (a comment and a
+    tuned value added, the emitted header kept) was replaced by the next emission, while an edited train.py was
+    refused. Now both are refused, nothing written; the same config unedited is emitted over."""
+    folder = workspace / "tuned"
+    folder.mkdir()
+    args = (*EMISSIONS["grpo"], "--run-dir", str(folder))
+    assert cli_here("emit-config", *args).returncode == 0
+    config = folder / "train" / "config.yaml"
+    assert cli_here("emit-config", *args).returncode == 0, "an emitted config is emission's to replace"
+    edited = config.read_text().replace("learning_rate:", "# PERSON: tuned over 3 days of sweeps\nlearning_rate:")
+    retuned = config.read_text().replace("learning_rate: ", "learning_rate: 0.5 # ")
+    for text in (edited, config.read_text() + "my_note: 1\n", retuned):
+        config.write_text(text)
+        before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        proc = cli_here("emit-config", *args, "--override", "max_steps=2")
+        assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+        assert f"{config} (edited since emit_grpo_config wrote it" in proc.stderr and "nothing was written" in (
+            proc.stderr), proc.stderr
+        assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+
+BLOCKER = """\
+import os, time
+HERE = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(HERE, "started"), "w").close()
+for _ in range(1200):  # until the test says go (at most 2 minutes)
+    if os.path.exists(os.path.join(HERE, "go")):
+        break
+    time.sleep(0.1)
+def wait(completions, **kwargs):
+    return [1.0 for _ in completions]
+"""
+
+
+@pytest.mark.slow
+def test_a_second_emission_into_a_folder_is_refused_while_one_is_under_way(workspace, written):
+    """Round 16, D5: emission B (NOT VALID: an unknown field) snapshots the folder, then emission A (valid) writes
+    and reports success, then B puts its snapshot back: A's reported emission was undone. B is held at the
+    import of its reward module (it signals, then waits for the test's go) so the order is the test's, not the
+    scheduler's. Now A is refused while B is under way, nothing written by it, and B leaves the folder as it was;
+    an emission after B ends goes through."""
+    folder = workspace / "busy"
+    folder.mkdir()
+    base = (*EMISSIONS["grpo"], "--run-dir", str(folder))
+    assert cli_here("emit-config", *base, "--override", "max_steps=3").returncode == 0
+    (workspace / "blocker.py").write_text(BLOCKER)
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    b = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "emit-config", *base, "--rewards",
+                          '[{"name": "blocker.wait"}]', "--override", "bogus_field=1"], cwd=workspace,
+                         env=checkout_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (workspace / "started").exists():
+            assert b.poll() is None and time.monotonic() < deadline, b.communicate()
+            time.sleep(0.05)
+        a = cli_here("emit-config", *base, "--override", "max_steps=7")
+    finally:
+        (workspace / "go").touch()
+        out, err = b.communicate(timeout=300)
+    assert b.returncode == 1 and "NOT VALID" in out + err, (b.returncode, out, err)
+    config = (folder / "train" / "config.yaml").read_text()
+    assert a.returncode != 0 or "max_steps: 7" in config, "A reported success and its emission was undone"
+    assert a.returncode == 2 and f"another emission into {folder} is under way" in a.stderr, (a.returncode, a.stderr)
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    assert run_cli("emit-config", *base, "--override", "max_steps=7").returncode == 0  # the lock went with B
+    assert "max_steps: 7" in (folder / "train" / "config.yaml").read_text()

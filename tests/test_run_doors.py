@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -80,16 +81,53 @@ def test_a_full_disk_is_read_not_crashed_on_and_diagnosed(workspace):
 @pytest.mark.slow
 def test_a_killed_emissions_staging_folder_is_removed_by_the_next_emission(workspace):
     """Round 15: emit-config SIGKILLed left its hidden runs/.emit-* staging folder for good. The next emission
-    removes those whose process is gone, and leaves a live process's (an emission under way)."""
+    removes those whose process is gone, and leaves a live process's (an emission under way). Round 16, D2: it
+    removed a person's own folder so named too. The killed emission's folder here is a copy of a real one (an
+    emission held at its reward module's import, its staging folder copied as it was); a person's folder of the
+    same form stays."""
     dead, _ = dead_pid()
     runs = workspace / "runs"
-    (runs / f".emit-{dead}-killed" / "train").mkdir(parents=True)
-    (runs / f".emit-{dead}-killed" / "train" / "config.yaml").write_text("half\n")
+    (workspace / "holder.py").write_text(HOLDER)
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    held = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "emit-config", "--model", "tiny", "--dataset",
+                             "tiny", "--gpu", "cpu", "--run-name", "held", "--rewards", '[{"name": "holder.wait"}]'],
+                            cwd=workspace, env=checkout_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not (workspace / "started").exists():
+            assert held.poll() is None and time.monotonic() < deadline, held.communicate()
+            time.sleep(0.05)
+        [staging] = runs.glob(".emit-*")
+        shutil.copytree(staging, runs / f".emit-{dead}-killed", symlinks=True)
+    finally:
+        (workspace / "go").touch()
+        held.communicate(timeout=300)
+    assert held.returncode == 0 and not staging.exists()
     (runs / f".emit-{os.getppid()}-live").mkdir()
+    (runs / f".emit-{dead}-notes").mkdir()
+    (runs / f".emit-{dead}-notes" / "notes.txt").write_text("my notes\n")
     emitted = cli_here("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "next",
-                       env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
+                       env=env)
     assert emitted.returncode == 0, emitted.stdout + emitted.stderr
-    assert sorted(p.name for p in runs.iterdir() if p.name.startswith(".")) == [f".emit-{os.getppid()}-live"]
+    assert sorted(p.name for p in runs.iterdir() if p.name.startswith(".")) == sorted(
+        [f".emit-{os.getppid()}-live", f".emit-{dead}-notes"])
+    assert (runs / f".emit-{dead}-notes" / "notes.txt").read_text() == "my notes\n"
+    [one, two] = [next(runs.glob(f"*-{name}")) for name in ("held", "next")]
+    assert sorted(p.name for p in one.iterdir()) == sorted(p.name for p in two.iterdir()), "the mark left behind"
+
+
+HOLDER = """\
+import os, time
+HERE = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(HERE, "started"), "w").close()
+for _ in range(1200):  # until the test says go (at most 2 minutes)
+    if os.path.exists(os.path.join(HERE, "go")):
+        break
+    time.sleep(0.1)
+def wait(completions, **kwargs):
+    return [1.0 for _ in completions]
+"""
+
 
 def test_run_names_never_act_on_the_terminal_and_staging_folders_are_no_runs(workspace):
     """A run named with escape codes and a newline was printed raw by list_runs (one forged a row "succeeded");

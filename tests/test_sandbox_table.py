@@ -8,12 +8,10 @@ code_execution_reward runs every completion):
    limit, and a completion run beside it in the same batch passes;
 2. the escapes of the fourth hostile round (CPU in children nobody waits for, memory in memfd files and SysV
    shared memory, the host's /proc, a busy thread after the last answer): each row failed before the fix;
-3. every way a test can end (pass, assertion failure, error, skip, skip beside a pass, expected failure,
-   unexpected success, a body that never ran) x every style (pytest function, pytest class, unittest TestCase,
-   each sync and async) x the score it must get.
+(3. every way a test can end x every test style: tests/test_sandbox_endings.py, against pytest and unittest.)
 
 The limit rows are generated from `Limits` itself: a field without a probe fails `test_every_limit_has_a_probe`.
-Rows run in batches (one `run_many` per limit, one for the escapes, one for the endings), each row in a sandbox of
+Rows run in batches (one `run_many` per limit, one for the escapes), each row in a sandbox of
 its own (a limit that kills a sandbox ends it, so rows cannot share one honestly)."""
 
 from __future__ import annotations
@@ -561,77 +559,11 @@ def _in_pid_namespace_of(pids: set[int]) -> set[int]:
     return {int(p) for p in os.listdir("/proc") if p.isdigit() and ns(p) in spaces}
 
 
-# ------------------------------------------------------------------ 3. how a test ends x its score
-STYLES = {  # style: (the class the tests sit in, or None for plain functions; async def; does its body run?)
-    "pytest function": (None, False, True),
-    "pytest function, async": (None, True, False),  # pytest fails these too: a coroutine never awaited
-    "pytest class": ("class TestAdd:", False, True),
-    "pytest class, async": ("class TestAdd:", True, False),
-    "unittest TestCase": ("class T(unittest.TestCase):", False, True),
-    "unittest TestCase, async": ("class T(unittest.IsolatedAsyncioTestCase):", True, True),
-}
-UNITTEST_ONLY = {"expected failure", "unexpected success"}
-# outcome: (its tests as (decorator, body lines), the score it must get where the bodies run)
-ENDINGS = {
-    "pass": ([(None, ["assert add(2, 3) == 5"])], 1.0),
-    "assertion failure": ([(None, ["assert add(2, 3) == 6"])], 0.0),
-    "error": ([(None, ["raise KeyError('missing')"])], 0.0),
-    "skip (nothing else ran)": ([(None, ["raise unittest.SkipTest('later')"])], 0.0),
-    "skip beside a pass": ([(None, ["raise unittest.SkipTest('later')"]), (None, ["assert add(2, 3) == 5"])], 1.0),
-    "expected failure": ([("@unittest.expectedFailure", ["assert add(2, 3) == 6"])], 1.0),
-    "unexpected success": ([("@unittest.expectedFailure", ["assert add(2, 3) == 5"])], 0.0),
-    "a body that never ran (generator)": ([(None, ["assert add(2, 3) == 5", "yield"])], 0.0),
-}
-ENDING_ROWS = [(style, outcome) for style in STYLES for outcome in ENDINGS
-               if outcome not in UNITTEST_ONLY or style.startswith("unittest")]
-
-
-def _ending_tests(style: str, outcome: str) -> str:
-    cls, is_async, _ = STYLES[style]
-    indent = "    " if cls else ""
-    lines = ["import unittest"] + ([cls] if cls else [])
-    for i, (decorator, body) in enumerate(ENDINGS[outcome][0]):
-        if decorator:
-            lines.append(indent + decorator)
-        lines.append(f"{indent}{'async def' if is_async else 'def'} test_t{i}({'self' if cls else ''}):")
-        lines += [f"{indent}    {line}" for line in body]
-    return "\n".join(lines) + "\n"
-
-
-def _expected(style: str, outcome: str) -> float:
-    return ENDINGS[outcome][1] if STYLES[style][2] else 0.0
-
-
-@pytest.fixture(scope="module")
-def ending_results() -> dict:
-    started = time.monotonic()
-    out = run_many([(RIGHT, _ending_tests(style, outcome)) for style, outcome in ENDING_ROWS], Limits(**GENEROUS),
-                   workers=4)
-    TIMINGS["endings"] = time.monotonic() - started
-    return dict(zip(ENDING_ROWS, out))
-
-
-@pytest.mark.parametrize(("style", "outcome"), ENDING_ROWS, ids=[f"{s}-{o}" for s, o in ENDING_ROWS])
-def test_every_way_a_test_ends_gets_its_score(ending_results, style, outcome):
-    result = ending_results[(style, outcome)]
-    score = 1.0 if result.passed else 0.0
-    assert score == _expected(style, outcome), (style, outcome, _ending_tests(style, outcome), result.error,
-                                                result.output[-800:])
-
-
-def test_every_ending_has_a_row_for_every_style():
-    """An ending or a style added to the tables without its rows fails here."""
-    for outcome in ENDINGS:
-        styles = {s for s, o in ENDING_ROWS if o == outcome}
-        assert styles == {s for s in STYLES if outcome not in UNITTEST_ONLY or s.startswith("unittest")}
-
-
-def test_table_sizes_and_time(limit_results, shape_results, escape_results, ending_results):
+def test_table_sizes_and_time(limit_results, shape_results, escape_results):
     """Not a check of the product: prints how big the tables are and how long their batches took."""
     print(f"\nsandbox table: {len(LIMIT_ROWS)} limit rows ({len(PROBES)} limits x {len(WHERE)} places), "
           f"{len(SHAPE_ROWS)} shape rows ({len(PROBES)} limits x {len(SHAPES)} shapes), "
-          f"{len(ESCAPES) * len(LAYERS)} escape rows ({len(ESCAPES)} x {len(LAYERS)} layers), {len(ENDING_ROWS)} "
-          "ending rows; seconds: "
+          f"{len(ESCAPES) * len(LAYERS)} escape rows ({len(ESCAPES)} x {len(LAYERS)} layers); seconds: "
           + ", ".join(f"{k} {v:.1f}" for k, v in TIMINGS.items()))
 
 

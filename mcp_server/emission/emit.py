@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -189,13 +191,54 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
     that appears only once every file is written and the config validates: a failed or NOT VALID emission leaves
     nothing behind (issue 49), and a run_dir as it was."""
     if request.run_dir:
-        # A relative run_dir is resolved now (workspace first), whatever directory the emit ran from.
-        run_dir = find_existing(request.run_dir)
-        if run_dir is None or not run_dir.is_dir():
-            raise UserInputError("run_dir", f"no such directory: {request.run_dir} (looked under {workspace_root()}, "
-                                 "its runs/ and the current directory)")
-        refuse_run_dir_outside(run_dir)  # a run is written inside the workspace, never at its root (round 12, D3)
-        run = Run(run_dir)
+        return _emit_into_folder(request)
+    slug = request.run_name or default_run_name(request.model, request.dataset)
+    made_root = not runs_root().exists()
+    runs_root().mkdir(parents=True, exist_ok=True)
+    staging = _staging_folder()
+    try:
+        while True:
+            final = runs_root() / unique_run_name(slug)
+            result = _emit(request, Run(staging), Run(final))
+            if not result.validation.valid:  # no run directory for a NOT VALID emission (issue 49)
+                shutil.rmtree(staging, ignore_errors=True)
+                if made_root:
+                    with contextlib.suppress(OSError):
+                        runs_root().rmdir()
+                return _nothing_kept(result, f"no run directory was created ({final.name} does not exist)")
+            (staging / STAGING_MARK).unlink(missing_ok=True)  # a run now (a crash from here on leaves it be)
+            try:
+                os.rename(staging, final)  # fails when another emission took the name meanwhile: next name
+            except OSError:
+                if not final.exists():
+                    raise
+                (staging / STAGING_MARK).write_text(STAGING_TEXT, encoding="utf-8")
+                continue
+            try:  # a launch recorded for an earlier run at this path is not this run's (evidence.record_emission)
+                record_emission(final)
+            except BaseException:
+                shutil.rmtree(final, ignore_errors=True)
+                raise
+            return result
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if made_root:  # a first emission that failed leaves no empty runs/ either
+            with contextlib.suppress(OSError):
+                runs_root().rmdir()
+        raise
+
+
+def _emit_into_folder(request: GRPORecipeRequest) -> EmitResult:
+    """Emission into an existing run_dir: refused when it holds anything launched or files no emission wrote;
+    one emission at a time (round 16, D5); a NOT VALID or failed one puts the folder back as it was."""
+    # A relative run_dir is resolved now (workspace first), whatever directory the emit ran from.
+    run_dir = find_existing(request.run_dir)
+    if run_dir is None or not run_dir.is_dir():
+        raise UserInputError("run_dir", f"no such directory: {request.run_dir} (looked under {workspace_root()}, "
+                             "its runs/ and the current directory)")
+    refuse_run_dir_outside(run_dir)  # a run is written inside the workspace, never at its root (round 12, D3)
+    run = Run(run_dir)
+    with _one_emission_into(run_dir):
         launched = run.launched_evidence()
         if launched:
             raise UserInputError(
@@ -214,52 +257,55 @@ def emit_grpo_config(request: GRPORecipeRequest) -> EmitResult:
             undo()
             return _nothing_kept(result, f"{run.dir} is as it was")
         return result
-    slug = request.run_name or default_run_name(request.model, request.dataset)
-    made_root = not runs_root().exists()
-    runs_root().mkdir(parents=True, exist_ok=True)
-    staging = _staging_folder()
+
+
+@contextlib.contextmanager
+def _one_emission_into(run_dir: Path):
+    """An exclusive flock on the folder itself for the whole emission into it, from its first check to its last
+    write or undo (round 16, D5: a NOT VALID emission's undo put back the snapshot it took before another
+    emission, which had reported success, wrote). A second emission is refused at once, nothing written; the
+    folder gains no file (the lock is on its own descriptor) and the kernel drops the lock with its holder."""
+    fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        while True:
-            final = runs_root() / unique_run_name(slug)
-            result = _emit(request, Run(staging), Run(final))
-            if not result.validation.valid:  # no run directory for a NOT VALID emission (issue 49)
-                shutil.rmtree(staging, ignore_errors=True)
-                if made_root:
-                    with contextlib.suppress(OSError):
-                        runs_root().rmdir()
-                return _nothing_kept(result, f"no run directory was created ({final.name} does not exist)")
-            try:
-                os.rename(staging, final)  # fails when another emission took the name meanwhile: next name
-            except OSError:
-                if not final.exists():
-                    raise
-                continue
-            try:  # a launch recorded for an earlier run at this path is not this run's (evidence.record_emission)
-                record_emission(final)
-            except BaseException:
-                shutil.rmtree(final, ignore_errors=True)
-                raise
-            return result
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if made_root:  # a first emission that failed leaves no empty runs/ either
-            with contextlib.suppress(OSError):
-                runs_root().rmdir()
-        raise
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserInputError("run_dir", f"another emission into {run_dir} is under way (emit_grpo_config or "
+                                 "emit-config with this run_dir): nothing was written by this one; emit again once "
+                                 "it has ended") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 STAGING = re.compile(r"\.emit-(\d+)-")  # runs/.emit-<pid>-<random>: an emission's folder until it is whole
 
 
+STAGING_MARK = ".llm-finetuning-staging"  # inside each staging folder: what says emission made it
+STAGING_TEXT = "an emission's staging folder: removed once its process is gone\n"
+
+
 def _staging_folder() -> Path:
-    """A new hidden runs/.emit-<pid>-* folder (all_runs lists no hidden folder), after removing those of emissions
-    whose process is gone (round 15: a SIGKILLed emit-config left its staging folder for good); a live process's
-    is left, whatever it is."""
+    """A new hidden runs/.emit-<pid>-* folder (all_runs lists no hidden folder), marked as emission's (STAGING_MARK),
+    after removing those of emissions whose process is gone (round 15: a SIGKILLed emit-config left its staging
+    folder for good). Only a marked folder is removed (round 16, D2: a person's own folder named so was deleted); a
+    live process's is left, whatever it is."""
     for folder in runs_root().glob(".emit-*"):
         found = STAGING.match(folder.name)
-        if found and folder.is_dir() and not folder.is_symlink() and not _alive(int(found.group(1))):
+        if found and folder.is_dir() and not folder.is_symlink() and not _alive(int(found.group(1))) \
+                and _marked(folder):
             shutil.rmtree(folder, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f".emit-{os.getpid()}-", dir=runs_root()))
+    folder = Path(tempfile.mkdtemp(prefix=f".emit-{os.getpid()}-", dir=runs_root()))
+    (folder / STAGING_MARK).write_text(STAGING_TEXT, encoding="utf-8")
+    return folder
+
+
+def _marked(folder: Path) -> bool:
+    mark = folder / STAGING_MARK
+    try:
+        return not mark.is_symlink() and mark.is_file() and mark.read_text(encoding="utf-8") == STAGING_TEXT
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _alive(pid: int) -> bool:
@@ -273,6 +319,23 @@ def _alive(pid: int) -> bool:
 
 
 EMITTED_HEADER = "# GRPO config emitted by llm-finetuning"  # config.yaml's first line, as emission writes it
+STAMP = "# llm-finetuning: the sha256 of the lines above as emission wrote them: "  # config.yaml's last line
+
+
+def stamp_config(text: str) -> str:
+    """config.yaml as emission writes it: `text` and a last line holding its sha256 (round 16, D1: a config
+    edited by hand, its header kept, was replaced by the next emission into its folder)."""
+    return f"{text}{STAMP}{hashlib.sha256(text.encode('utf-8')).hexdigest()}\n"
+
+
+def config_body(text: str) -> str | None:
+    """The text above the stamp when the config is as emission wrote it (emitted header, stamp of what is above
+    it), else None: edited since, or not emission's."""
+    cut = text.rfind("\n", 0, len(text) - 1) + 1
+    body, last = text[:cut], text[cut:]
+    if not body.startswith(EMITTED_HEADER) or not last.startswith(STAMP):
+        return None
+    return body if last == f"{STAMP}{hashlib.sha256(body.encode('utf-8')).hexdigest()}\n" else None
 
 
 def _trainer_script(request: GRPORecipeRequest, agentic, final: Run) -> str:
@@ -284,7 +347,7 @@ def _trainer_script(request: GRPORecipeRequest, agentic, final: Run) -> str:
 def _refuse_overwriting_own_files(run: Run, request: GRPORecipeRequest) -> None:
     """Emission into an existing folder rewrites only what an emission wrote there (issue 48), each file judged
     before anything is written: train/train.py only when it is the script this emission writes (not a person's
-    own, or one edited by hand); train/config.yaml only when an emission wrote it (its header); the sidecars
+    own, or one edited by hand); train/config.yaml only when it is as an emission wrote it (its stamp); the sidecars
     (rewards.json, request.json, request.schema.json, agentic.json, dynamic_sampling.json) only beside such a
     config; data/train.jsonl (the tiny task's prompts) only when it holds those prompts; and never a path that is
     no regular file (a pipe, a directory, a link to nothing)."""
@@ -295,7 +358,8 @@ def _refuse_overwriting_own_files(run: Run, request: GRPORecipeRequest) -> None:
     ours = {
         run.script: (lambda: run.script.read_text(encoding="utf-8", errors="replace") == _trainer_script(
             request, agentic, run), "not the script emission writes: edited, or your own"),
-        run.config: (lambda: emitted, "not written by emit_grpo_config"),
+        run.config: (lambda: config_body(run.config.read_text(encoding="utf-8", errors="replace")) is not None,
+                     "edited since emit_grpo_config wrote it, or not written by it"),
         **{path: (lambda: emitted, "no config written by emit_grpo_config beside it: not emission's")
            for path in (run.rewards, run.request, run.request_schema, run.agentic, run.dynamic_sampling)},
     }
@@ -398,7 +462,7 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
            if FIELD.reward_funcs in values else
            "# TRL's own CLI parses it too; rewards with parameters live in train/rewards.json, read by train.py.\n")
     )
-    spec.write(run, render_yaml(values, header, why))
+    spec.write(run, stamp_config(render_yaml(values, header, why)))
     atomic_write_json(run.request_schema, GRPORecipeRequest.model_json_schema())
     atomic_write_text(run.script, _trainer_script(request, agentic, final))
     return EmitResult(

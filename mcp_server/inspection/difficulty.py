@@ -39,6 +39,7 @@ from pathlib import Path
 import yaml
 
 from mcp_server.dataset import read_file
+from mcp_server.emission.emit import config_body, stamp_config
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import DifficultyFilter, DifficultyFilterResult, InspectResult
 from mcp_server.runs import Run
@@ -211,7 +212,9 @@ def write(run: Run, config: dict, entry: dict, result: DifficultyFilterResult, k
     if len(found) != 1:
         raise UserInputError(FIELD, f"{run.config} does not hold one `datasets:` block as emission writes it: emit "
                              "again, then filter")
-    new_text = BLOCK.sub(lambda _: block, text, count=1)
+    body = config_body(text)  # as emission wrote it: stamped again, so a later emission may still replace it
+    new_text = BLOCK.sub(lambda _: block, text if body is None else body, count=1)
+    new_text = new_text if body is None else stamp_config(new_text)
     if parse_yaml(new_text, run.config, FIELD) != {**config, "datasets": [new_entry]}:
         raise UserInputError(FIELD, f"{run.config}: rewriting its data block would change other values: emit again")
     record_ours = json_with("result", "data_sha256", "dropped")

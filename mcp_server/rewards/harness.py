@@ -37,14 +37,14 @@ import sys
 
 try:  # on the host, as part of the package
     from .harness_solution import serve
-    from .harness_tests import (ASSERT_HOOK, SKIPPED, call_one, count_asserts, human_eval_check, identifiers, run_case,
-                                     scope_of_tests)
+    from .harness_tests import (ASSERT_HOOK, SKIPPED, Fixtures, call_one, case_tests, class_tests, count_asserts,
+                                function_test, human_eval_check, identifiers, scope_of_tests, with_optional_argument)
     from .harness_watch import Watch
     from .harness_wire import MAX_MESSAGE, MUTABLE, decode, encode, set_limits
 except ImportError:  # in the sandbox, where sandbox.py installs the harness's modules by their own names
     from harness_solution import serve
-    from harness_tests import (ASSERT_HOOK, SKIPPED, call_one, count_asserts, human_eval_check, identifiers, run_case,
-                               scope_of_tests)
+    from harness_tests import (ASSERT_HOOK, SKIPPED, Fixtures, call_one, case_tests, class_tests, count_asserts,
+                               function_test, human_eval_check, identifiers, scope_of_tests, with_optional_argument)
     from harness_watch import Watch
     from harness_wire import MAX_MESSAGE, MUTABLE, decode, encode, set_limits
 
@@ -66,6 +66,7 @@ class Channel:
     def __init__(self, requests: int, replies: int, pid: int = 0, cpu_s: float = 0.0) -> None:
         self.out, self.inp = os.fdopen(requests, "wb"), os.fdopen(replies, "rb")
         self.remotes: dict[int, Remote] = {}
+        self.coroutines: dict[int, tuple] = {}  # id -> (the tester's coroutine, the solution's one it awaits)
         self.broken: str | None = None
         self.pid, self.cpu_s = pid, cpu_s
 
@@ -104,18 +105,25 @@ class Channel:
             state = b"X"
         return self._ended(tries=50) if state in (b"Z", b"X") else None
 
-    def remote(self, node: dict) -> Remote:
+    def remote(self, node: dict):
         rid = node.get("id")
         if type(rid) is not int:
             raise ValueError("bad reference")
         if rid not in self.remotes:
             self.remotes[rid] = Remote(rid, str(node.get("t"))[:80])
+        if node.get("co") is True:  # a coroutine of the solution: one of the tester's, for await and asyncio.run
+            coroutine = _awaited(self.remotes[rid])
+            self.coroutines[id(coroutine)] = (coroutine, rid)
+            return coroutine
         return self.remotes[rid]
 
     def data(self, value):
         def ref(obj):
             if type(obj) is Remote:
                 return {"$": "ref", "id": object.__getattribute__(obj, "_rid")}
+            if id(obj) in self.coroutines and self.coroutines[id(obj)][0] is obj:  # handed back unawaited
+                obj.close()
+                return {"$": "ref", "id": self.coroutines[id(obj)][1]}
             raise TypeError(f"cannot pass a {type(obj).__name__} to the solution: only data (None, bool, int, "
                             "float, str, bytes, list, tuple, dict, set, ...) and the solution's own objects cross")
         return encode(value, ref)
@@ -198,6 +206,12 @@ def _exception(raised) -> Exception:
 _CHANNEL: Channel | None = None
 
 
+async def _awaited(remote: Remote):
+    """A coroutine of the solution, as the tests see it: awaiting it (IsolatedAsyncioTestCase, asyncio.run,
+    gather) runs the solution's coroutine to its end on the solution's own event loop and returns its value."""
+    return remote._ask("await")
+
+
 class Remote:
     """A handle on an object that lives in the solution process. Calls, attributes, items, len, iteration,
     str and isinstance against a solution class ask the solution and get data back. Identity, equality,
@@ -273,26 +287,34 @@ class Remote:
 
 
 def _collect(scope: dict) -> list:
-    """pytest's default collection: `test*` functions, every unittest.TestCase subclass (whatever its name) and
-    the `test*` methods of other `Test*` classes without an `__init__` (pytest skips those)."""
+    """pytest's default collection, with pytest's and unittest's setups and teardowns (harness_tests.py):
+    `test*` functions, every unittest.TestCase subclass (whatever its name) and the `test*` methods of other
+    `Test*` classes without an `__init__` (pytest skips those); all of them between the module's setup_module
+    (or setUpModule) and teardown_module (or tearDownModule). Only the tests' own functions are collected or
+    called as setups: the solution's names in their scope stay the solution's."""
     case = getattr(sys.modules.get("unittest"), "TestCase", None)
+
+    def own(*names):
+        found = [scope[n] for n in names if callable(scope.get(n)) and type(scope[n]) is not Remote]
+        return found[0] if found else None
+
     tests = []
     for name, obj in list(scope.items()):
         if type(obj) is Remote:
             continue
         if case is not None and isinstance(obj, type) and issubclass(obj, case):
-            import functools
             import unittest
 
-            tests += [(f"{name}.{m}", functools.partial(run_case, obj, m))
-                      for m in unittest.TestLoader().getTestCaseNames(obj)]
+            tests += case_tests(obj, name, unittest.TestLoader().getTestCaseNames(obj))
         elif name.startswith("test") and callable(obj) and not isinstance(obj, type):
-            tests.append((name, obj))
+            tests.append(function_test(name, obj, own("setup_function"), own("teardown_function")))
         elif name.startswith("Test") and isinstance(obj, type) and "__init__" not in obj.__dict__:
-            instance = obj()
-            tests += [(f"{name}.{m}", getattr(instance, m)) for m in obj.__dict__
-                      if m.startswith("test") and callable(getattr(obj, m))]
-    return tests
+            tests += class_tests(obj, name, [m for m in obj.__dict__
+                                             if m.startswith("test") and callable(getattr(obj, m))])
+    module, setup, teardown = scope["__harness_module__"], own("setUpModule", "setup_module"), own(
+        "tearDownModule", "teardown_module")
+    return Fixtures(setup and (lambda: with_optional_argument(setup, module)),
+                    teardown and (lambda: with_optional_argument(teardown, module))).wrap(tests)
 
 
 def _where(exc: BaseException, stage: str) -> str:
@@ -320,16 +342,19 @@ def grade(payload: dict, channel: Channel) -> tuple[bool, str | None, int]:
     except SolutionGone as exc:
         return False, f"solution: {exc}", 0
     tests = payload["tests"]
-    stage, count, hits = "tests", 0, []
+    stage, count, hits, top = "tests", 0, [], 0
     try:
         code = count_asserts(tests, hits)
         scope = scope_of_tests(names, identifiers(code))
         scope[ASSERT_HOOK] = lambda: hits.append(1)
         exec(code, scope)
+        # Asserts the file runs at its top level count as a test; those of a setup, a teardown or a skipped
+        # test do not (pytest: "no tests ran").
+        top = len(hits)
         for stage, test in _collect(scope):
             if call_one(stage, test) is not SKIPPED:
                 count += 1
-        check = None if count or hits else human_eval_check(scope, dict(names), payload.get("entry_point"))
+        check = None if count or top else human_eval_check(scope, dict(names), payload.get("entry_point"))
         if check is not None:
             stage = "check(candidate)"
             check()
@@ -344,7 +369,7 @@ def grade(payload: dict, channel: Channel) -> tuple[bool, str | None, int]:
         return False, channel.broken or _where(exc, stage), count
     if channel.broken:  # a test swallowed the failure; the run still fails
         return False, channel.broken, count
-    if not count and not hits:
+    if not count and not top:
         return False, ("no tests ran: the tests define no test function, Test class or TestCase, run no assert"
                        + (", and no entry point was given to call their check(candidate) with"
                           if "check" in scope else "")), 0

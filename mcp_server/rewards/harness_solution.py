@@ -35,7 +35,10 @@ class Objects:
         if rid is None:
             rid = self.refs[id(obj)] = len(self.by_ref) + 1
             self.by_ref[rid] = obj
-        return {"$": "ref", "id": rid, "t": type(obj).__name__[:80]}
+        node = {"$": "ref", "id": rid, "t": type(obj).__name__[:80]}
+        if isinstance(obj, types.CoroutineType):  # the tester makes it a coroutine of its own ("await" below)
+            node["co"] = True
+        return node
 
     def enc(self, value):
         try:
@@ -56,6 +59,19 @@ def failure(exc: BaseException) -> dict:
     return {"raise": [[c.__name__ for c in type(exc).__mro__][:20], message]}
 
 
+_LOOP = []  # the solution's one event loop, made at its first coroutine (asyncio loads only then)
+
+
+def run_coroutine(coroutine):
+    """Run one of the solution's coroutines to its end on the solution's event loop (the same loop for all of
+    them, as one asyncio.run would hold): the tester awaits it as a coroutine of its own (harness.py)."""
+    import asyncio
+
+    if not _LOOP:
+        _LOOP.append(asyncio.new_event_loop())
+    return _LOOP[0].run_until_complete(coroutine)
+
+
 def answer(msg: dict, objects: Objects) -> dict:
     """Carry out one request of the tester on a solution object; the reply (raises what the solution raises)."""
     enc, dec = objects.enc, objects.dec
@@ -65,6 +81,8 @@ def answer(msg: dict, objects: Objects) -> dict:
         args, kw = dec(msg["args"]), dict(dec(msg["kw"]))
         reply["value"] = enc(target(*args, **kw))
         reply["after"] = [[i, enc(a)] for i, a in enumerate(args) if type(a) in MUTABLE]
+    elif op == "await":
+        reply["value"] = enc(run_coroutine(target))
     elif op == "getattr":
         reply["value"] = enc(getattr(target, msg["name"]))
     elif op == "setattr":

@@ -18,9 +18,11 @@ def scope_of_tests(names: list, used: set) -> dict:
     from the solution process, so they are checked here: public identifiers only, never `__builtins__`."""
     module = types.ModuleType("solution")
     module.__file__ = "/tmp/solution.py"
+    tests = types.ModuleType("test_solution")  # the tests' own module: setup_module(module) gets it
     stdlib = getattr(sys, "stdlib_module_names", frozenset())
     shared = []
-    scope = {"__name__": "test_solution", "__file__": "/tmp/test_solution.py", "__builtins__": builtins}
+    scope = tests.__dict__
+    scope.update(__file__="/tmp/test_solution.py", __builtins__=builtins, __harness_module__=tests)
     for name, value in names:
         if not name.isidentifier() or name.startswith("_"):
             continue
@@ -85,6 +87,11 @@ def ran(name: str, value):
     return value
 
 
+def is_skip(exc: BaseException) -> bool:
+    skip = getattr(sys.modules.get("unittest"), "SkipTest", None)
+    return skip is not None and isinstance(exc, skip)
+
+
 def call_one(name: str, test):
     """Run one collected test: its return value, or SKIPPED where it raised unittest.SkipTest (pytest skips a
     plain test function that does). Only the tests' own code can raise it: what the solution raises arrives as a
@@ -92,31 +99,115 @@ def call_one(name: str, test):
     try:
         return ran(name, test())
     except BaseException as exc:
-        skip = getattr(sys.modules.get("unittest"), "SkipTest", None)
-        if skip is not None and isinstance(exc, skip):
+        if is_skip(exc):
             return SKIPPED
         raise
 
 
-def run_case(cls: type, method: str):
-    """One unittest.TestCase method, as unittest runs it (setUp, the test, tearDown); a failure or error is
-    raised as an AssertionError carrying unittest's traceback, a skip returns SKIPPED. A method whose body did
-    not run (async def outside IsolatedAsyncioTestCase, a generator) fails, where unittest only warns."""
+def with_optional_argument(func, arg):
+    """pytest's call of an xunit setup or teardown: func(arg) where it takes an argument besides a bound self
+    or cls (setup_module(module), setup_class(cls), setup_method(method), setup_function(function)), else func()."""
+    code = getattr(getattr(func, "__func__", func), "__code__", None)
+    count = (code.co_argcount if code is not None else 0) - isinstance(func, types.MethodType)
+    return func(arg) if count > 0 else func()
+
+
+class Fixtures:
+    """A setup run before the first of a group's tests and a teardown after the last of them (a module's
+    setup_module or setUpModule, a pytest class's setup_class, a TestCase's setUpClass), as pytest and unittest
+    run them: a setup that raises SkipTest skips the group, one that fails fails the first test, and the
+    teardown runs only after a setup that ran."""
+
+    def __init__(self, setup=None, teardown=None) -> None:
+        self.setup, self.teardown, self.state = setup, teardown, None
+
+    def wrap(self, tests: list) -> list:
+        if not (self.setup or self.teardown):
+            return tests
+        last = len(tests) - 1
+        return [(name, lambda test=test, name=name, i=i: self.run(name, test, i == last))
+                for i, (name, test) in enumerate(tests)]
+
+    def run(self, name: str, test, last: bool):
+        if self.state is None:
+            self.state = "failed"
+            try:
+                self.setup and self.setup()
+                self.state = "up"
+            except BaseException as exc:
+                if not is_skip(exc):
+                    raise
+                self.state = SKIPPED
+        if self.state != "up":
+            return SKIPPED
+        result = call_one(name, test)
+        if last:
+            self.state = "down"
+            self.teardown and self.teardown()
+        return result
+
+
+def function_test(name: str, test, setup=None, teardown=None):
+    """A pytest test function, between the module's setup_function(function) and teardown_function(function)."""
+    def run():
+        setup and with_optional_argument(setup, test)
+        result = call_one(name, test)
+        teardown and with_optional_argument(teardown, test)
+        return result
+    return name, run
+
+
+def class_tests(cls: type, name: str, methods: list) -> list:
+    """A pytest `Test*` class's tests: a new instance for each (pytest's), between its setup_method(method) and
+    teardown_method(method), all of them between the class's setup_class(cls) and teardown_class(cls)."""
+    def one(method: str):
+        instance = cls()
+        test = getattr(instance, method)
+        return function_test(f"{name}.{method}", test, getattr(instance, "setup_method", None),
+                             getattr(instance, "teardown_method", None))[1]
+
+    def of_class(attr: str):
+        func = getattr(cls, attr, None)
+        return func and (lambda: with_optional_argument(getattr(func, "__func__", func), cls))
+
+    return Fixtures(of_class("setup_class"), of_class("teardown_class")).wrap(
+        [(f"{name}.{m}", lambda m=m: one(m)()) for m in methods])
+
+
+def case_tests(cls: type, name: str, methods: list) -> list:
+    """A unittest.TestCase's tests as unittest runs them: setUpClass before the first (not for a class decorated
+    as skipped), each method as its own case (setUp, the test, tearDown, cleanups; IsolatedAsyncioTestCase
+    awaits its coroutines and asyncSetUp), tearDownClass and the class cleanups after the last. A failure or
+    error is raised as an AssertionError carrying unittest's traceback, a skip returns SKIPPED. A method whose
+    body did not run (async def outside IsolatedAsyncioTestCase, a generator) fails, where unittest only warns."""
     import unittest
 
     class Checked(cls):
         def _callTestMethod(self, test):  # noqa: N802 - unittest's name
             call = getattr(self, "_callMaybeAsync", None)  # IsolatedAsyncioTestCase runs coroutines itself
-            ran(f"{cls.__name__}.{method}", call(test) if call else test())
+            ran(f"{cls.__name__}.{self._testMethodName}", call(test) if call else test())
 
-    result = unittest.TestResult()
-    Checked(method).run(result)
-    problems = result.errors + result.failures
-    if problems:
-        raise AssertionError(problems[0][1][-1500:])
-    if result.unexpectedSuccesses:
-        raise AssertionError(f"{method}: unexpected success of an expected failure")
-    return SKIPPED if result.skipped else None
+    def one(method: str):
+        result = unittest.TestResult()
+        Checked(method).run(result)
+        problems = result.errors + result.failures
+        if problems:
+            raise AssertionError(problems[0][1][-1500:])
+        if result.unexpectedSuccesses:
+            raise AssertionError(f"{method}: unexpected success of an expected failure")
+        return SKIPPED if result.skipped else None
+
+    def teardown():
+        try:
+            cls.tearDownClass()
+        finally:
+            cls.doClassCleanups()
+        if getattr(cls, "tearDown_exceptions", None):
+            raise cls.tearDown_exceptions[0][1]
+
+    setup = None if getattr(cls, "__unittest_skip__", False) else cls.setUpClass
+    return Fixtures(setup, teardown if setup else None).wrap(
+        [(f"{name}.{m}", lambda m=m: one(m)) for m in methods])
 
 
 def human_eval_check(scope: dict, names: dict, entry_point: str | None):
