@@ -93,7 +93,7 @@ def test_the_status_splits_the_step_as_the_emission_did(live, monkeypatch):
     4.4 min" for the same run. The status (CLI, the run's own threads taken off the load) and the estimate as
     emission makes it (step_estimate, in this process at this machine's load) split the step alike: the same stored
     probe of unlike readings."""
-    from test_estimates import _split
+    from test_estimates import _split_bounds
 
     from mcp_server.memory.estimate import step_estimate
     from mcp_server.recipe.runspec import RunSpec
@@ -104,4 +104,6 @@ def test_the_status_splits_the_step_as_the_emission_did(live, monkeypatch):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     emitted = step_estimate(RunSpec.of_run(Run(run_dir)), measure=False)
-    assert abs(_split(status["message"]) - _split(emitted.text)) < 0.02, (status["message"], emitted.text)
+    (low, high), (e_low, e_high) = _split_bounds(status["message"]), _split_bounds(emitted.text)
+    # one share inside both, as far as their rounded words ("generation 1 s, training 12 s") can say
+    assert max(low, e_low) <= min(high, e_high) + 0.02, (status["message"], emitted.text)
