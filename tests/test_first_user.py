@@ -347,6 +347,10 @@ def test_the_base_is_decoded_on_a_drift_suite_only_until_it_shows_it_scores_noth
     base_lines = [line for line in proc.stderr.splitlines() if "drift suite, base model" in line]
     assert any(f"decoded {DRIFT_FIRST_ITEMS}/{DRIFT_FIRST_ITEMS}" in line for line in base_lines), proc.stderr
     assert not any(f"/{items}" in line for line in base_lines), proc.stderr  # the rest never decoded
+    # its plan says what runs for sure, in the suite's words (walk 10: "plan: 40 goldens", then 12 decoded)
+    plan = next(line for line in base_lines if "starting; plan: " in line)
+    assert f"plan: the first {DRIFT_FIRST_ITEMS} of {items} drift items" in plan, plan
+    assert f"greedy: {DRIFT_FIRST_ITEMS} completions" in plan and "goldens" not in plan, plan
     result = json.loads((run.dir / "promotion.json").read_text())
     drift = result["drift"]
     assert (drift["band"], drift["base_pass_rate"], drift["base_items_decoded"], drift["suite_items"],
