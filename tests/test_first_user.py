@@ -384,3 +384,21 @@ def cli_here_text(*args: str) -> subprocess.CompletedProcess:
     from conftest import cli_here
 
     return cli_here(*args)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_an_export_has_the_modes_a_plain_copy_would(workspace, tiny_model, umask):
+    """Walk 10: export/ was 0700 and model.safetensors and README.md 0600 (written through temporary files) beside
+    0644 files. Every file is 0666 and every folder 0777 less the umask, as a copy the person made would be."""
+    run = Run(emit_run(f"modes-{umask:o}"))
+    shutil.copytree(tiny_model, run.checkpoints)
+    before = os.umask(umask)
+    try:
+        proc, exported = run_cli_json("export-model", str(run.dir), "--allow-unpromoted", here=True)
+    finally:
+        os.umask(before)
+    assert proc.returncode == 0, proc.stderr
+    paths = [run.export, *run.export.rglob("*")]
+    modes = {str(p.relative_to(run.dir)): oct(p.stat().st_mode & 0o777) for p in paths}
+    want = {str(p.relative_to(run.dir)): oct((0o777 if p.is_dir() else 0o666) & ~umask) for p in paths}
+    assert {"export/model.safetensors", "export/README.md", "export"} <= set(modes) and modes == want, modes
