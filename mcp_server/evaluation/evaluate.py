@@ -355,7 +355,9 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         seconds=round(time.time() - start, 2), items=items,
         warnings=unpaid_warnings(items, request.graders, default_graders(request.graders)),
     )
-    if not inside_a_run(result.model_path):  # a base model GRPO would start from (a checkpoint's rate is no start)
+    # a base model GRPO would start from (a checkpoint's rate is no start), its rate of the task: a grader that paid
+    # nothing for want of what it reads (unpaid_warnings, said above) measures its format, not the model
+    if not inside_a_run(result.model_path) and not result.warnings:
         result.warnings += [w for w in [baseline_signal_warning(passed, len(items), *_group(request))] if w]
     if pin is not None and model_content(pin) is None:  # a hub model this evaluation downloaded: pinned now
         pin = baseline_model_pin(model_ref)
