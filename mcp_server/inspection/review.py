@@ -254,8 +254,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
         differs_from_config=differs,
         difficulty_filter=filtered,
         warnings=warnings,
-        next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval,
-                             _few(len(rate_groups), meta)),
+        next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval, meta),
     )
     result = difficulty.with_next_step(result)
     result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
@@ -371,12 +370,12 @@ def _few(rate_prompts: int, meta: dict) -> bool:
     return rate_prompts < RATE_PROMPTS and (meta.get("dataset_rows") or 0) > rate_prompts
 
 
-def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float, float], few: bool = False) -> str:
+def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float, float], meta: dict) -> str:
     """The route's words. One resting on few prompts (a CPU's default sample) says so and how to firm it up
     (walk 10: "ROUTE: SFT FIRST" on 16 prompts, under a warning that 16 are too few to route on)."""
     firm = (f" This route rests on only {rate_prompts} prompts (the rate may be up to {interval[1]:.0%}): "
             f"sample again with num_prompts {RATE_PROMPTS} (--num-prompts {RATE_PROMPTS}) to confirm it before "
-            "acting on it.") if few and not can_learn else ""
+            "acting on it.") if _few(rate_prompts, meta) and not can_learn else ""
     if can_learn:
         return (
             "A person reads inspection/review.md (start with the likely mis-scored samples), then records the verdict "
