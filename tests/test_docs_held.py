@@ -68,3 +68,23 @@ def test_every_section_of_the_architecture_doc_that_is_cited_exists():
         cited |= {m for m in re.findall(r'architecture\.md\)?, \\?"([^"\\]+)\\?"', text)}
     assert cited, "the citation pattern found nothing"
     assert not cited - headings, f"cited sections of docs/architecture.md that are not there: {cited - headings}"
+
+
+def test_the_markdown_says_the_sampling_defaults_the_tool_has():
+    """Walk 10: docs/guide.md said "The base success rate counts 64 prompts by default"; on a CPU
+    sample-completions samples 16. Every Markdown mention of the default prompt count names both targets'
+    defaults, as the tool's constants are (inspection.models)."""
+    from mcp_server.inspection.models import CPU_PROMPTS, RATE_PROMPTS
+
+    folders = ("docs", "commands", "agents", "skills", "references", ".github", ".opencode", "bench")
+    files = [p.relative_to(ROOT) for p in [*ROOT.glob("*.md"), *(f for d in folders for f in (ROOT / d).rglob("*.md"))]]
+    pair = re.compile(r"(\d+)\s+prompts(?:\s+on\s+a\s+GPU)?,\s+(\d+)\s+on\s+a\s+CPU")
+    bare, said = [], []
+    for name in files:
+        text = " ".join((ROOT / name).read_text(encoding="utf-8").split())
+        bare += [f"{name}: {m[0]}" for m in re.finditer(r"\d+ prompts by default", text)]
+        said += [(name, int(m[1]), int(m[2])) for m in pair.finditer(text)]
+    assert not bare, f"a default prompt count without the CPU's: {bare}"
+    assert len(said) >= 5, said
+    wrong = [s for s in said if s[1:] != (RATE_PROMPTS, CPU_PROMPTS)]
+    assert not wrong, f"Markdown defaults unlike the tool's ({RATE_PROMPTS} on a GPU, {CPU_PROMPTS} on a CPU): {wrong}"

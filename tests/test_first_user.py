@@ -347,6 +347,10 @@ def test_the_base_is_decoded_on_a_drift_suite_only_until_it_shows_it_scores_noth
     base_lines = [line for line in proc.stderr.splitlines() if "drift suite, base model" in line]
     assert any(f"decoded {DRIFT_FIRST_ITEMS}/{DRIFT_FIRST_ITEMS}" in line for line in base_lines), proc.stderr
     assert not any(f"/{items}" in line for line in base_lines), proc.stderr  # the rest never decoded
+    # its plan says what runs for sure, in the suite's words (walk 10: "plan: 40 goldens", then 12 decoded)
+    plan = next(line for line in base_lines if "starting; plan: " in line)
+    assert f"plan: the first {DRIFT_FIRST_ITEMS} of {items} drift items" in plan, plan
+    assert f"greedy: {DRIFT_FIRST_ITEMS} completions" in plan and "goldens" not in plan, plan
     result = json.loads((run.dir / "promotion.json").read_text())
     drift = result["drift"]
     assert (drift["band"], drift["base_pass_rate"], drift["base_items_decoded"], drift["suite_items"],
@@ -380,3 +384,21 @@ def cli_here_text(*args: str) -> subprocess.CompletedProcess:
     from conftest import cli_here
 
     return cli_here(*args)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_an_export_has_the_modes_a_plain_copy_would(workspace, tiny_model, umask):
+    """Walk 10: export/ was 0700 and model.safetensors and README.md 0600 (written through temporary files) beside
+    0644 files. Every file is 0666 and every folder 0777 less the umask, as a copy the person made would be."""
+    run = Run(emit_run(f"modes-{umask:o}"))
+    shutil.copytree(tiny_model, run.checkpoints)
+    before = os.umask(umask)
+    try:
+        proc, exported = run_cli_json("export-model", str(run.dir), "--allow-unpromoted", here=True)
+    finally:
+        os.umask(before)
+    assert proc.returncode == 0, proc.stderr
+    paths = [run.export, *run.export.rglob("*")]
+    modes = {str(p.relative_to(run.dir)): oct(p.stat().st_mode & 0o777) for p in paths}
+    want = {str(p.relative_to(run.dir)): oct((0o777 if p.is_dir() else 0o666) & ~umask) for p in paths}
+    assert {"export/model.safetensors", "export/README.md", "export"} <= set(modes) and modes == want, modes

@@ -198,6 +198,8 @@ def test_inspect_real_chat_samples_routes_untrained_model_to_sft(chat_run):
     assert result.base_success_rate == 0.0 and not result.grpo_can_learn and result.route == "sft_first"
     assert result.zero_variance_groups == 16
     assert "SFT" in result.next_step
+    # 16 prompts of a larger data set (a CPU's default): the route says it rests on few (walk 10)
+    assert "rests on only 16 prompts" in result.next_step and "--num-prompts 64" in result.next_step
 
     rows = _lines(result.review_jsonl_path)
     assert len(rows) == 64 and set(rows[0]["scores"]) == {"format_reward", "correctness_reward"}

@@ -79,3 +79,26 @@ def test_no_baseline_at_all_is_said_by_the_mcp_launch(workspace, tiny_model):
         assert f"evaluate-model tiny --goldens GOLDENS --graders @{run.rewards} --run {run.dir}" in warning, warning
     finally:
         wait_for(run.dir, lambda s: s.state not in ("starting", "running"))
+
+
+@pytest.mark.slow
+def test_a_baseline_no_group_can_learn_from_is_warned_with_the_way_on(workspace, tiny_model, tmp_path):
+    """Walk 10: `evaluate-model` printed "0/40 passed = 0.0%" and nothing more; only a sampling round later did
+    inspect-rewards say SFT FIRST. A base model's pass rate at which most GRPO groups (TRL's default 8) have no
+    spread is warned at once, naming SFT and an easier curriculum; one that pays every reply is not."""
+    goldens = tmp_path / "goldens.jsonl"
+    goldens.write_text("".join(json.dumps({"prompt": f"Say {i}.", "answer": str(i)}) + "\n" for i in range(3)))
+    said = {}
+    for score in (0.0, 1.0):
+        module = f"walk_grader_{os.getpid()}_{score:.0f}"  # a module a score: a rewrite in the same second and size
+        # would be read from its stale .pyc
+        (workspace / f"{module}.py").write_text(f"def paid(completions, **columns):\n"
+                                                 f"    return [{score} for _ in completions]\n")
+        graders = json.dumps([{"name": f"{module}.paid"}])
+        proc, result = run_cli_json("evaluate-model", "tiny", "--goldens", str(goldens), "--max-new-tokens", "4",
+                                    "--graders", graders, "--baseline", "never", here=True, cwd=workspace)
+        assert proc.returncode == 0, proc.stderr
+        said[score] = [w for w in result["warnings"] if "GRPO cannot learn" in w]
+    assert len(said[0.0]) == 1 and "a greedy pass rate of 0/3" in said[0.0][0], said
+    assert "SFT first" in said[0.0][0] and "easier curriculum" in said[0.0][0] and "= 100%" in said[0.0][0], said
+    assert not said[1.0], said

@@ -107,3 +107,29 @@ def test_the_status_splits_the_step_as_the_emission_did(live, monkeypatch):
     (low, high), (e_low, e_high) = _split_bounds(status["message"]), _split_bounds(emitted.text)
     # one share inside both, as far as their rounded words ("generation 1 s, training 12 s") can say
     assert max(low, e_low) <= min(high, e_high) + 0.02, (status["message"], emitted.text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("began_ago", [33.0, 200.0])  # the resumed trainer began under a step's time; past it
+def test_a_resumed_step_runs_from_the_resumes_start_not_the_last_logged_step(live, began_ago):
+    """Walk 10: after a stop and resume, `training-status` said "step 2 running for 133 s ... (35 s over)" when the
+    resumed trainer had begun 33 s before: the step's time counted the gap between the launches. Step 1 logged by the
+    earlier launch 600 s ago (98 s a step); this launch's train-begin `began_ago` s ago. Through the CLI."""
+    from support import write_signed_lines
+
+    run_dir, env = live
+    now = time.time()
+    record = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**record, "started_ts": now - began_ago - 5}))
+    write_signed(run_dir / "train" / "logs" / "train-begin.json",
+                 {"max_steps": 3, "global_step": 1, "time": now - began_ago, "launch_id": OLD})
+    write_signed_lines(run_dir / "train" / "logs" / "progress.jsonl",
+                       [{"step": 1, "time": now - 600, "step_time": 98.0, "loss": 0.1}])
+    proc, status = run_cli_json("training-status", str(run_dir), env=env)
+    message = status["message"]
+    assert proc.returncode == 0 and status["state"] == "running" and status["step"] == 1, (proc.stderr, message)
+    overdue = re.search(r"step 2 running for (\d+) s, longer than the 98 s steps so far", message)
+    if began_ago < 98:
+        assert "running for" not in message and "over)" not in message, message
+    else:
+        assert overdue and abs(int(overdue[1]) - began_ago) < 30, message

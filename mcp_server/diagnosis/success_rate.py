@@ -172,3 +172,21 @@ def spread_lost_after_kl(ctx: Ctx) -> bool:
 
 def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def baseline_signal_warning(passed: int, n: int, group: int, given: str) -> str | None:
+    """The warning for a base model's pass rate at which GRPO has little or nothing to learn from: most groups of
+    `group` completions (`given`: where that size came from) all fail alike, so have no advantage (walk 10: a 0/40
+    baseline said nothing; the sampling round after it routed to SFT first). None when most groups have spread."""
+    if not n or passed / n > 0.5:
+        return None
+    share = zero_share(passed / n, group)
+    if share < 0.5:
+        return None
+    cannot = "cannot learn" if passed == 0 else "has little to learn"
+    return (f"a greedy pass rate of {passed}/{n}: if its sampled completions fare alike, GRPO {cannot} from this "
+            f"task for this model. A group of {group} "
+            f"completions ({given}) has no spread with probability p^{group} + (1-p)^{group} = {share:.0%} at "
+            f"p = {passed / n:.0%}, and a group without spread has no advantage. The way on: SFT first (a warm "
+            "start on worked answers), or an easier curriculum (prompts it solves sometimes), then measure again; "
+            "sample_completions and inspect_rewards measure the sampled rate the gate routes on")

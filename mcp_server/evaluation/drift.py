@@ -121,11 +121,11 @@ def check_drift(
         raise UserInputError("drift_suite", f"no such file: {suite}")
     rows, graders = _drift_rows(suite)
 
-    def stage(name: str, decodes: bool = True) -> Report:  # a checkpoint has its base's size: the base's plan
-        return stage_report(report, name, eval_plan(base_ref, len(rows), max_new_tokens) if decodes else None)
+    def stage(name: str, decodes: bool = True, first: bool = False) -> Report:  # a checkpoint: its base's size
+        return stage_report(report, name, drift_plan(base_ref, len(rows), max_new_tokens, first) if decodes else None)
 
     record = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens,
-                         stage("drift suite, base model", not base_drift_recorded(base, suite, pin)), pin)
+                         stage("drift suite, base model", not base_drift_recorded(base, suite, pin), True), pin)
     base_rate = record["pass_rate"]
     if judge_drift(base_rate, base_rate) == "unmeasured":  # no drop can show: the checkpoint is not decoded on it
         why = floor_note(record.get("decoded"), record.get("items")) or f"the base model passes {base_rate:.1%} of it"
@@ -154,6 +154,18 @@ def check_drift(
         result.rerun_drops, result.rerun_mean_drop, result.ok = judged.drops, judged.mean_drop, judged.noise
         result.rerun_gained, result.rerun_lost, result.rerun_p_value = judged.gained, judged.lost, judged.p_value
     return result
+
+
+def drift_plan(base_ref, items: int, max_new_tokens: int, first: bool = False) -> dict:
+    """eval_plan for a drift stage, in the suite's words (items, not goldens). `first`: the base's stage, whose
+    first DRIFT_FIRST_ITEMS items are what runs for sure (walk 10: "plan: 40 goldens", then 12 decoded)."""
+    chunk = DRIFT_FIRST_ITEMS if first and items > DRIFT_FIRST_ITEMS else items
+    plan = eval_plan(base_ref, chunk, max_new_tokens)
+    text = plan["text"].replace(f"{chunk} goldens", f"{chunk} drift items", 1)
+    if chunk < items:
+        text = (f"the first {chunk} of {items} drift items (all {items} decoded after them only if the base "
+                f"passes one of the first {chunk}); " + text.replace(f"{chunk} drift items, ", "", 1))
+    return {**plan, "text": text}
 
 
 def stage_report(report: Report, stage: str, plan: dict | None = None) -> Report:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from mcp_server.dataset import load_rows
+from mcp_server.diagnosis.success_rate import baseline_signal_warning
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, render_prompt
@@ -354,10 +355,22 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         seconds=round(time.time() - start, 2), items=items,
         warnings=unpaid_warnings(items, request.graders, default_graders(request.graders)),
     )
+    # a base model GRPO would start from (a checkpoint's rate is no start), its rate of the task: a grader that paid
+    # nothing for want of what it reads (unpaid_warnings, said above) measures its format, not the model
+    if not inside_a_run(result.model_path) and not result.warnings:
+        result.warnings += [w for w in [baseline_signal_warning(passed, len(items), *_group(request))] if w]
     if pin is not None and model_content(pin) is None:  # a hub model this evaluation downloaded: pinned now
         pin = baseline_model_pin(model_ref)
     _file_baseline(request, result, read.pins(), pin)
     return result
+
+
+def _group(request: EvaluateRequest) -> tuple[int, str]:
+    """(the GRPO group size, where it came from): the run's num_generations, else TRL's default."""
+    config = resolve_run(request.run).read_config() if request.run else None
+    size = GRPOView.given(config or {}).num_generations
+    return (int(size), "the run's num_generations") if size else \
+        (int(GRPOView({}).num_generations or 8), "TRL's default num_generations")
 
 
 def baseline_model_pin(model_ref) -> dict:

@@ -8,6 +8,7 @@ identical to the checkpoint's.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -128,6 +129,28 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
 
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
+def modes_as_umask(folder: Path) -> None:
+    """The export's modes as a plain copy's: files 0666, folders 0777, less the process's umask (walk 10: export/
+    was 0700 and model.safetensors and README.md 0600, mkdtemp's and mkstemp's, beside 0644 files)."""
+    mask = _umask()
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (/proc, Linux); else set and put back."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     run = resolve_run(request.run)
     try:
@@ -177,6 +200,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         tokenizer.save_pretrained(tmp)
         atomic_write_text(tmp / "README.md", model_card(run, base, trained, promotion, merged,
                                                        ckpt_sha))
+        modes_as_umask(tmp)
         report(3, STAGES, "reloading the export and comparing greedy outputs")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
         archived = None

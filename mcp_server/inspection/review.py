@@ -254,7 +254,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
         differs_from_config=differs,
         difficulty_filter=filtered,
         warnings=warnings,
-        next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval),
+        next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval, meta),
     )
     result = difficulty.with_next_step(result)
     result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
@@ -354,8 +354,7 @@ def _sheet_warnings(shown: int, truncated: int, has_format: bool, rate_prompts: 
         )
     if not has_format:
         warnings.append("no format_reward configured: malformed and well-formed-but-wrong counts are not computed")
-    rows_left = (meta.get("dataset_rows") or 0) > rate_prompts
-    if rate_prompts < RATE_PROMPTS and rows_left:
+    if _few(rate_prompts, meta):
         warnings.append(
             f"the base success rate rests on {rate_prompts} prompts (95% interval {interval[0]:.0%}-"
             f"{interval[1]:.0%}): sample at least {RATE_PROMPTS} prompts before routing on it"
@@ -366,7 +365,17 @@ def _sheet_warnings(shown: int, truncated: int, has_format: bool, rate_prompts: 
     return warnings + [w for w in meta.get("warnings") or [] if isinstance(w, str)]  # sampling's own
 
 
-def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float, float]) -> str:
+def _few(rate_prompts: int, meta: dict) -> bool:
+    """Whether the base success rate rests on fewer prompts than RATE_PROMPTS while the data set holds more."""
+    return rate_prompts < RATE_PROMPTS and (meta.get("dataset_rows") or 0) > rate_prompts
+
+
+def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float, float], meta: dict) -> str:
+    """The route's words. One resting on few prompts (a CPU's default sample) says so and how to firm it up
+    (walk 10: "ROUTE: SFT FIRST" on 16 prompts, under a warning that 16 are too few to route on)."""
+    firm = (f" This route rests on only {rate_prompts} prompts (the rate may be up to {interval[1]:.0%}): "
+            f"sample again with num_prompts {RATE_PROMPTS} (--num-prompts {RATE_PROMPTS}) to confirm it before "
+            "acting on it.") if _few(rate_prompts, meta) and not can_learn else ""
     if can_learn:
         return (
             "A person reads inspection/review.md (start with the likely mis-scored samples), then records the verdict "
@@ -377,7 +386,7 @@ def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float
         f"(95% interval of the rate {interval[0]:.0%}-{interval[1]:.0%}), so every group's advantage is zero. "
         "First check the likely mis-scored samples (a wrong reward also gives zero); if the scores are right, "
         "do SFT first (or use easier prompts or a stronger base model), then sample and inspect again. The "
-        "gate stays closed until a prompt succeeds."
+        "gate stays closed until a prompt succeeds." + firm
     )
 
 

@@ -204,6 +204,18 @@ def _eta(steps_left: int, speed: float, last_step_time: float | None, step: int)
     return (rest or None), _overdue(step + 1, running, 1 / speed, "steps so far")
 
 
+def _step_began(run: Run, derived: DerivedState, latest: dict) -> float | None:
+    """When the step under way began: the last logged step's time, never before this launch's start (its signed
+    train-begin record, else run.json's started_ts). Walk 10: after a stop and resume, "step 2 running for 133 s"
+    counted the gap between the launches; the resumed trainer had begun 33 s before."""
+    logged = _seconds(latest.get("time"))
+    if logged is None:
+        return None
+    began = [_seconds((derived.record or {}).get("started_ts")),
+             _seconds((signed_record(run, run.train_begin, derived.record) or {}).get("time"))]
+    return max([logged, *(t for t in began if t is not None)])
+
+
 def _overdue(step: int, running: float, expected: float, of: str) -> str:
     """The words for a step under way past the time it was expected to take: by how much, and against what."""
     return (f"; step {step} running for {running:.0f} s, longer than the {expected:.0f} s {of} "
@@ -266,7 +278,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     step = _count(latest.get("step"))
     speed = _speed(lines, record.get("started_ts")) if lines else None
     eta, overdue = (
-        _eta(max(max_steps - step, 0), speed, _seconds(latest.get("time")), step)
+        _eta(max(max_steps - step, 0), speed, _step_began(run, derived, latest), step)
         if (state == "running" and speed and max_steps and step is not None)
         else (None, "")
     )
