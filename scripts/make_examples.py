@@ -64,6 +64,7 @@ def emit_all() -> dict[str, str]:
     from mcp_server.cli import main as cli_main
 
     from mcp_server.agentic.tiny import ensure_agentic_model
+    from mcp_server.emission.emit import config_body, stamp_config
 
     agentic = str(ensure_agentic_model())
     files = {"README.md": _readme()}
@@ -82,8 +83,11 @@ def emit_all() -> dict[str, str]:
                 run = Path(json.loads(out.getvalue())["run_dir"])
                 for kept in KEPT:
                     text = (run / kept).read_text(encoding="utf-8")
-                    text = text.replace(str(ROOT) + os.sep, "").replace(str(run), "RUN")
-                    files[f"{name}/{kept}"] = text.replace(agentic, "AGENTIC_TINY")
+                    body = config_body(text) if kept.endswith("config.yaml") else None
+                    text = (body or text).replace(str(ROOT) + os.sep, "").replace(str(run), "RUN")
+                    text = text.replace(agentic, "AGENTIC_TINY")
+                    # the stamp covers what is shown, not this machine's paths
+                    files[f"{name}/{kept}"] = stamp_config(text) if body else text
         finally:
             os.chdir(here)
     return files

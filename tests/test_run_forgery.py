@@ -140,7 +140,8 @@ def test_emission_never_overwrites_a_persons_train_py_and_says_what_a_not_valid_
     (own / "train" / "train.py").write_text("print('mine')\n")
     (own / "train" / "config.yaml").write_text("learning_rate: 1.0e-6\n")
     proc = cli_here(*emit, "--run-dir", str(own), env=env)
-    assert proc.returncode == 2 and "not written by emit_grpo_config" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "train.py (not the script emission writes" in proc.stderr, proc.stderr
+    assert "config.yaml (edited since emit_grpo_config wrote it, or not written by it)" in proc.stderr, proc.stderr
     assert (own / "train" / "train.py").read_text() == "print('mine')\n"
 
     # a refused emission leaves nothing it created (issue 49: fntypo and fntypo-2 left behind), and keeps what the
