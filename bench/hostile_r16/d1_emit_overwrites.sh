@@ -5,7 +5,7 @@
 WS=${1:-/tmp/r16/ws_d1}; REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}; PY=$REPO/.venv/bin/python; export PYTHONPATH=$REPO REPO
 export LLM_FINETUNING_STATE_DIR=${WS}_state
 CLI="timeout 300 $PY -m mcp_server.cli"
-R=$(NOREVIEW=1 $REPO/bench/hostile_r16/d1_setup.sh $WS | tail -1); cd $WS; export LLM_FINETUNING_WORKSPACE=$WS
+R=$(NOREVIEW=1 $REPO/bench/hostile_r16/setup.sh $WS | tail -1); cd $WS; export LLM_FINETUNING_WORKSPACE=$WS
 printf '\n# MY TUNING NOTES: lr found by 3 days of sweeps, keep!\nmy_field_marker: 1\n' >> /dev/null
 $PY - $R/train/config.yaml <<'PY'
 import sys; p = sys.argv[1]; t = open(p).read()

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Copied from round 16 (issue 48), run against this checkout (REPO, PY override). Held since: see README.md.
+# Copied from round 16 (issue 48), run against this checkout (REPO, PY override). Held since: see notes.txt.
 # F1: workspace code that a tool runs (a reward module imported by emit/validate/inspect, no review needed) reads the
 # evidence key (same user, no sandbox around the worker's files) and leaves it in the workspace; a forger confined to
 # the workspace then signs what it likes. Promised (development.md "Evidence"; evidence.py): "A forger who can write the
@@ -8,7 +8,7 @@
 WS=${1:-/tmp/r16/ws_f1}; HERE=$(cd "$(dirname "$0")" && pwd); REPO=${REPO:-$(cd "$HERE/../.." && pwd)}; PY=${PY:-$REPO/.venv/bin/python}; export PYTHONPATH=$REPO
 export LLM_FINETUNING_STATE_DIR=${STATE:-/tmp/r16/state_f1}; rm -rf $LLM_FINETUNING_STATE_DIR
 CLI="timeout 600 $PY -m mcp_server.cli"
-R=$(STEPS=3 $HERE/f1_setup.sh $WS | tail -1); [ -d "$R" ] || { echo "setup failed $R"; exit 1; }
+R=$(STEPS=3 $HERE/setup.sh $WS | tail -1); [ -d "$R" ] || { echo "setup failed $R"; exit 1; }
 cd $WS; export LLM_FINETUNING_WORKSPACE=$WS
 $CLI launch-training $R > launch.log 2>&1
 for i in $(seq 200); do s=$($CLI training-status $R 2>&1 | head -1); case "$s" in *running*|*launching*|*starting*|*loading*) sleep 3;; *) break;; esac; done

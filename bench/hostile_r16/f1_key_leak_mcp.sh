@@ -1,5 +1,5 @@
 #!/bin/bash
-# Copied from round 16 (issue 48), run against this checkout (REPO, PY override). Held since: see README.md.
+# Copied from round 16 (issue 48), run against this checkout (REPO, PY override). Held since: see notes.txt.
 # F1 through the agent's door: the MCP server's emit_grpo_config imports a workspace reward module (fdrew.py here) in
 # its worker, which reads the evidence key and leaves it in the workspace. usage: f1_key_leak_mcp.sh WS
 WS=${1:-/tmp/r16/ws_f1m}; HERE=$(cd "$(dirname "$0")" && pwd); REPO=${REPO:-$(cd "$HERE/../.." && pwd)}; PY=${PY:-$REPO/.venv/bin/python}; export REPO PY; export LLM_FINETUNING_STATE_DIR=/tmp/r16/state_f1m

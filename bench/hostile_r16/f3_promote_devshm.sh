@@ -5,7 +5,7 @@
 # whose graders read other content now". Not the excluded child-process route: a plain open() in the grader.
 # usage: f3_promote_devshm.sh WS [KNOB] (KNOB=/proc/self/root/<ws>/rubric.txt with REALKNOB=<ws>/rubric.txt: any file, through /proc)
 #  (WS: a workspace with a succeeded run runs/*-r, e.g. from g1_after_replay.sh)
-WS=${1:-/tmp/r16/ws_g1shm}; KNOB=${2:-/dev/shm/r16grade}; PY=/work/main/.venv/bin/python; REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}; export REPO; export PYTHONPATH=$REPO
+WS=${1:-/tmp/r16/ws_g1shm}; KNOB=${2:-/dev/shm/r16grade}; REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}; PY=${PY:-$REPO/.venv/bin/python}; export REPO; export PYTHONPATH=$REPO
 REALKNOB=${REALKNOB:-$KNOB}
 CLI="timeout 900 $PY -m mcp_server.cli"; cd $WS; export LLM_FINETUNING_WORKSPACE=$WS; R=$(ls -d $WS/runs/*-r)
 head -20 data.jsonl > goldens.jsonl

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Copied from round 16 (issue 48), run against this checkout (REPO, PY override). Held since: see README.md.
+# Copied from round 16 (issue 48), run against this checkout (REPO, PY override). Held since: see notes.txt.
 # F4: what a workspace writer (no key) can make training-status / diagnose-run say about a succeeded run by
 # (a) moving one signed progress line to the end, (b) appending forged lines to the unsigned stdout.log.
 # usage: f4_log_games.sh WS (a succeeded run runs/*-r, e.g. from g1_after_replay.sh; restored afterwards)

@@ -3,7 +3,7 @@
 # trainer's replay (which runs once, before step 1). Expected: training stops or refuses (what trains is what was
 # reviewed). MODE fd: a file opened once at import, re-read through that fd; reload: importlib.reload of a helper.
 # usage: g1_after_replay.sh WS [exists|subproc|fd|reload|devshm|listdir|sqlite]  (devshm: a plain open() of /dev/shm/r16knob at each call)
-WS=${1:-/tmp/r16/ws_g1}; MODE=${2:-exists}; PY=/work/main/.venv/bin/python; REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}; export REPO; export PYTHONPATH=$REPO
+WS=${1:-/tmp/r16/ws_g1}; MODE=${2:-exists}; REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}; PY=${PY:-$REPO/.venv/bin/python}; export REPO; export PYTHONPATH=$REPO
 CLI="timeout 600 $PY -m mcp_server.cli"
 mkdir -p $WS; rm -rf $WS/*; echo 1 > $WS.g1knob
 if [ $MODE = exists ]; then

@@ -2,7 +2,7 @@
 # usage: setup.sh WS [extra emit args...] -> gated workspace (tiny model copy, data.jsonl, rew.nonempty), run emitted,
 # sampled (13 prompts), inspected, verdict recorded. Prints the run dir on the last line.
 set -e
-REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}; PY=${PY:-/work/main/.venv/bin/python}; export PYTHONPATH=$REPO
+REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}; PY=${PY:-$REPO/.venv/bin/python}; export PYTHONPATH=$REPO
 CLI="$PY -m mcp_server.cli"
 WS=$1; shift
 rm -rf "$WS"; mkdir -p "$WS/models"
