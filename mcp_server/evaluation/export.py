@@ -128,7 +128,6 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
     return promotion, None
 
 
-@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def modes_as_umask(folder: Path) -> None:
     """The export's modes as a plain copy's: files 0666, folders 0777, less the process's umask (walk 10: export/
     was 0700 and model.safetensors and README.md 0600, mkdtemp's and mkstemp's, beside 0644 files)."""
@@ -151,6 +150,7 @@ def _umask() -> int:
     return mask
 
 
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     run = resolve_run(request.run)
     try:
