@@ -257,8 +257,10 @@ def test_the_eta_falls_while_a_step_runs(workspace, ago, eta):
     run_dir, proc = start_trainer(workspace, f"eta-{int(ago)}", step=1, start=300)  # alive, logs nothing more here
     try:
         logs = run_dir / "train" / "logs"
-        started = json.loads((run_dir / "run.json").read_text())["started_ts"]
         last = time.time() - ago
+        started = last - 100.0 * 4 - 5  # this launch began before its first step (a step never runs from before it)
+        record = json.loads((run_dir / "run.json").read_text())
+        (run_dir / "run.json").write_text(json.dumps({**record, "started_ts": started}))
         write_signed_lines(logs / "progress.jsonl", [{"step": i + 1, "time": last - 100.0 * (3 - i),
                                                       "step_time": 100.0, "loss": 0.1} for i in range(4)])
         write_signed(logs / "train-begin.json", {"max_steps": 10, "global_step": 0, "time": started})
