@@ -36,6 +36,11 @@ def key_files() -> tuple[tuple[str, int, int], ...]:
         evidence.key(create=True)
     except UserInputError:
         pass
+    return _key_files()
+
+
+def _key_files() -> tuple[tuple[str, int, int], ...]:
+    """Every key file there is now: (path, device, inode), sorted."""
     found = []
     for path in evidence.key_candidates():
         try:
@@ -49,15 +54,8 @@ def key_files() -> tuple[tuple[str, int, int], ...]:
 def still_hides(hidden: tuple[tuple[str, int, int], ...]) -> bool:
     """Whether a worker started hiding `hidden` hides every key file there is now and the current path's key
     (asked before anything makes one: a worker that does not is stopped first)."""
-    now = []
-    for path in evidence.key_candidates():
-        try:
-            info = os.stat(path)
-        except OSError:
-            continue
-        now.append((str(path), info.st_dev, info.st_ino))
     current = str(evidence.key_candidates()[0])
-    return tuple(sorted(set(now))) == hidden and any(path == current for path, _d, _i in hidden)
+    return _key_files() == hidden and any(path == current for path, _d, _i in hidden)
 
 
 def bwrap_args(files: tuple[tuple[str, int, int], ...]) -> list[str]:
