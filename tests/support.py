@@ -348,3 +348,16 @@ def converted_smollm2(tiny_model: Path, tmp_path: Path) -> tuple[Path, Path]:
     goldens.write_text("".join(json.dumps({"prompt": f"What is {i} + 1?", "answer": str(i + 1)}) + "\n"
                                for i in range(3)))
     return converted, goldens
+
+
+HOLDING_REWARD = """\
+import os, time
+HERE = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(HERE, "started"), "w").close()
+for _ in range(1200):  # until the test says go (at most 2 minutes)
+    if os.path.exists(os.path.join(HERE, "go")):
+        break
+    time.sleep(0.1)
+def wait(completions, **kwargs):
+    return [1.0 for _ in completions]
+"""  # a reward module whose import holds its caller until the test writes "go" beside it (then it pays 1.0)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import checkout_env, cli_here, run_cli
-from support import sign_samples
+from support import HOLDING_REWARD, sign_samples
 
 EMISSIONS = {  # each request's CLI arguments: together they write every file emission writes
     "grpo": ("--model", "tiny", "--dataset", "tiny", "--gpu", "cpu"),
@@ -237,19 +237,6 @@ def test_emission_refuses_a_config_edited_by_hand_its_header_kept(workspace, wri
         assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
 
 
-BLOCKER = """\
-import os, time
-HERE = os.path.dirname(os.path.abspath(__file__))
-open(os.path.join(HERE, "started"), "w").close()
-for _ in range(1200):  # until the test says go (at most 2 minutes)
-    if os.path.exists(os.path.join(HERE, "go")):
-        break
-    time.sleep(0.1)
-def wait(completions, **kwargs):
-    return [1.0 for _ in completions]
-"""
-
-
 @pytest.mark.slow
 def test_a_second_emission_into_a_folder_is_refused_while_one_is_under_way(workspace, written):
     """Round 16, D5: emission B (NOT VALID: an unknown field) snapshots the folder, then emission A (valid) writes
@@ -261,7 +248,7 @@ def test_a_second_emission_into_a_folder_is_refused_while_one_is_under_way(works
     folder.mkdir()
     base = (*EMISSIONS["grpo"], "--run-dir", str(folder))
     assert cli_here("emit-config", *base, "--override", "max_steps=3").returncode == 0
-    (workspace / "blocker.py").write_text(BLOCKER)
+    (workspace / "blocker.py").write_text(HOLDING_REWARD)
     before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     b = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "emit-config", *base, "--rewards",
                           '[{"name": "blocker.wait"}]', "--override", "bogus_field=1"], cwd=workspace,

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from conftest import checkout_env, cli_here, run_cli_json
-from support import dead_pid, hand_run, write_signed, write_signed_lines
+from support import HOLDING_REWARD, dead_pid, hand_run, write_signed, write_signed_lines
 
 # What a checkpoint save on a full disk leaves in the log (torch.save's writer, then the OSError under it).
 FULL_DISK_LOG = """\
@@ -87,7 +87,7 @@ def test_a_killed_emissions_staging_folder_is_removed_by_the_next_emission(works
     same form stays."""
     dead, _ = dead_pid()
     runs = workspace / "runs"
-    (workspace / "holder.py").write_text(HOLDER)
+    (workspace / "holder.py").write_text(HOLDING_REWARD)
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
     held = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "emit-config", "--model", "tiny", "--dataset",
                              "tiny", "--gpu", "cpu", "--run-name", "held", "--rewards", '[{"name": "holder.wait"}]'],
@@ -114,19 +114,6 @@ def test_a_killed_emissions_staging_folder_is_removed_by_the_next_emission(works
     assert (runs / f".emit-{dead}-notes" / "notes.txt").read_text() == "my notes\n"
     [one, two] = [next(runs.glob(f"*-{name}")) for name in ("held", "next")]
     assert sorted(p.name for p in one.iterdir()) == sorted(p.name for p in two.iterdir()), "the mark left behind"
-
-
-HOLDER = """\
-import os, time
-HERE = os.path.dirname(os.path.abspath(__file__))
-open(os.path.join(HERE, "started"), "w").close()
-for _ in range(1200):  # until the test says go (at most 2 minutes)
-    if os.path.exists(os.path.join(HERE, "go")):
-        break
-    time.sleep(0.1)
-def wait(completions, **kwargs):
-    return [1.0 for _ in completions]
-"""
 
 
 def test_run_names_never_act_on_the_terminal_and_staging_folders_are_no_runs(workspace):
