@@ -230,16 +230,29 @@ def signed_samples_meta(run) -> tuple[dict | None, str | None]:
     unreadable, or a record the sampler did not sign, edited or written by hand). The one read of that record for
     every reader of what it measured (the samples' vouching, emission's measured max_completion_length, the
     launch's memory plan at the longest prompt): a forged record changes nothing any of them computes."""
+    record, _, why = samples_meta_read(run)
+    return (record, None) if why is None else (None, why)
+
+
+def samples_meta_read(run) -> tuple[dict | None, str | None, str | None]:
+    """(the signed record or None, the sha256 of the bytes read or None when there were none, why it is not the
+    sampler's or None): one read of inspection/samples.meta.json, so what a verdict checks and what it pins are the
+    same bytes (a record swapped between a check and a second read pins nothing; issue 48)."""
     meta = run.samples_meta
     if not meta.is_file():
-        return None, f"{run_file(run, meta)} is missing; run sample_completions again (it writes and signs both)"
+        return None, None, f"{run_file(run, meta)} is missing; run sample_completions again (it writes and signs both)"
     try:
-        record = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = meta.read_bytes()
+    except OSError:
+        return None, None, f"{unrecorded(run_file(run, meta))}; run sample_completions again"
+    try:
+        record = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
         record = None
+    digest = hashlib.sha256(data).hexdigest()
     if not valid(SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS, record):
-        return None, f"{unrecorded(run_file(run, meta))}; run sample_completions again"
-    return record, None
+        return None, digest, f"{unrecorded(run_file(run, meta))}; run sample_completions again"
+    return record, digest, None
 
 
 def samples_not_vouched(run, data: bytes | None) -> str | None:

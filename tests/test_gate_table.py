@@ -964,8 +964,10 @@ def _appear_script(run: Run, tmp_path: Path) -> None:
 
 
 def _appear_samples_meta(run: Run, tmp_path: Path) -> None:
-    run.samples_meta.parent.mkdir(parents=True, exist_ok=True)
-    run.samples_meta.write_text(json.dumps({"trained": {"rows": 4, "written": "after the verdict"}}))
+    """Samples and their record, signed as a sampler signs them (only a signed record is read for its pins)."""
+    run.samples.parent.mkdir(parents=True, exist_ok=True)
+    run.samples.write_text("")
+    sign_samples(run.dir, {"trained": {"rows": 4, "written": "after the verdict"}})
 
 
 def _appear_agentic(run: Run, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import samples_meta_read
 from mcp_server.inspection.args_file import args_file_problem
 from mcp_server.inspection.files import read_run_rewards, run_reward_imports
 from mcp_server.inspection.changed import reward_change_detail
@@ -144,10 +145,6 @@ class VerdictRecord(BaseModel):
         return None
 
 
-def _meta(run: Run) -> dict:
-    return read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
-
-
 def weights_differ(run: Run, spec: RunSpec | None = None) -> str | None:
     """Whether train/config.yaml's reward_weights (what TRL trains with) are not train/rewards.json's weights (what
     the review scored with); None when they are one (or the config sets none: the trainer takes rewards.json's).
@@ -167,15 +164,16 @@ def weights_differ(run: Run, spec: RunSpec | None = None) -> str | None:
             "one to match the other)")
 
 
-def _check_samples_back_a_pass(run: Run) -> dict:
-    """A pass needs samples drawn as training draws them, from today's config. Returns the config's pins."""
+def _check_samples_back_a_pass(run: Run) -> tuple:
+    """A pass needs samples drawn as training draws them, from today's config. Returns samples.meta.json as read
+    (evidence.samples_meta_read): the record checked here is the one the verdict pins."""
     differ = weights_differ(run)
     if differ:
         raise UserInputError("run", differ)
-    meta = _meta(run)
-    if not meta:
-        raise UserInputError("run", f"{run.samples_meta} is missing: nothing says how the samples were drawn; run "
-                             "sample_completions with the run's config, then inspect_rewards")
+    meta_read = samples_meta_read(run)
+    meta, _, why = meta_read
+    if meta is None:
+        raise UserInputError("run", f"nothing signed says how the samples were drawn: {why}, then inspect_rewards")
     differs = meta.get("differs_from_config")
     if differs is None or "config_pins" not in meta:
         raise UserInputError("run", f"{run.samples_meta} does not say how the samples compare with the run's config "
@@ -189,12 +187,11 @@ def _check_samples_back_a_pass(run: Run) -> dict:
     if run.script.is_file() and not isinstance(meta.get("trained"), dict):
         raise UserInputError("run", f"{run.samples_meta} does not say what train/train.py's loader read for these "
                              "samples (written by an older version, or edited): sample again with sample_completions")
-    pins = config_pins(run)
-    moved = changes(meta.get("config_pins") or {}, pins)
+    moved = changes(meta.get("config_pins") or {}, config_pins(run))
     if moved:
         raise UserInputError("run", "train/config.yaml changed since the samples were drawn: " + "; ".join(moved)
                              + ". Sample again with sample_completions, then inspect_rewards")
-    return pins
+    return meta_read
 
 
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
@@ -212,8 +209,7 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     disagree = len(given) - agree
     if request.verdict == "pass":
         _check_pass(request, result["route"], reviewed, given)
-        _check_samples_back_a_pass(run)
-        pins = run_pins(run, result["reward_code_sha256"])
+        pins = run_pins(run, result["reward_code_sha256"], meta_read=_check_samples_back_a_pass(run))
     else:  # a failing verdict opens nothing: record what can be pinned
         try:
             pins = run_pins(run, result["reward_code_sha256"])

@@ -40,6 +40,7 @@ from pathlib import Path
 from mcp_server.agentic.sources import agentic_pin
 from mcp_server.config.fields import fields_in, pinned
 from mcp_server.errors import UserInputError
+from mcp_server.evidence import samples_meta_read
 from mcp_server.inspection.loader_env import LOADER_PART, loader_change, loader_env_pin
 from mcp_server.interpreter import training_python
 from mcp_server.model_ref import resolve_model
@@ -295,10 +296,12 @@ def process_pins(run: Run) -> dict:
     return {"training_python": training_python_pin(), "loader_env": loader_env_pin(cwd=str(run.dir))}
 
 
-def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None, here: dict | None = None) -> dict:
+def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None, here: dict | None = None,
+             meta_read: tuple | None = None) -> dict:
     """config_pins plus the reward code hash (computed by the caller from train/rewards.json) and train/train.py.
     `config`: train/config.yaml as the caller read it (a launch's RunSpec), else read here; `here`: the caller's
-    process_pins, else this process's."""
+    process_pins, else this process's; `meta_read`: samples.meta.json as the caller read and checked it
+    (evidence.samples_meta_read), else read here."""
     pins = config_pins(run, config)
     pins["reward_code"] = reward_code_sha256
     pins["script"] = sha256_file(run.script) if run.script.is_file() else None
@@ -308,9 +311,10 @@ def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None, here
     pins["train_files"] = train_files_pin(run, config)
     # What sampling read through the trainer's loader (inspection.training_inputs), which the trainer compares
     # with its own at the point of use, and the record of how the samples were drawn.
-    meta = run.samples_meta
-    pins["trained"] = (_json_or_none(meta) or {}).get("trained")
-    pins["samples_meta"] = sha256_file(meta) if meta.is_file() else None
+    # Only the sampler's signed record is read for what it says; the pin is the digest of the bytes that were read.
+    record, digest, _ = samples_meta_read(run) if meta_read is None else meta_read
+    pins["trained"] = (record or {}).get("trained")
+    pins["samples_meta"] = digest
     pins.update(process_pins(run) if here is None else here)  # a relative file a loader variable names: the run's
     read = reward_reads(run)
     if read:  # the files the rewards opened while inspect_rewards scored (rewards.reads), as they are now

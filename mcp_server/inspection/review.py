@@ -24,6 +24,7 @@ from mcp_server.inspection.models import (
     RewardDistribution,
     SuspectSample,
 )
+from mcp_server.evidence import signed_samples_meta
 from mcp_server.inspection.files import read_run_rewards, read_samples, refuse_foreign_review_files
 from mcp_server.inspection.launched import refuse_review_if_launched
 from mcp_server.inspection.review_sheet import render_review
@@ -35,7 +36,6 @@ from mcp_server.reporting import Report, silent
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run, resolve_run
-from mcp_server.userfiles import read_json
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
@@ -185,7 +185,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     _refuse_rewrite(run)
     all_samples = read_samples(run)
     refuse_unsampled(run)  # issue 48 round 12 F2: completions the model never wrote
-    meta = read_json(run.samples_meta, "run", dict) if run.samples_meta.is_file() else {}
+    meta = signed_samples_meta(run)[0] or {}  # only what the sampler signed says how the samples were drawn
     specs, source = _review_specs(request, run)
     funcs = build_reward_funcs(specs)
     reward_hash = reward_code_sha256(specs)
