@@ -8,16 +8,20 @@ at import could sign a promotion reading PROMOTE or a baseline with a made-up sc
 "Evidence"); in the keyless worker it finds /dev/null where the key was, and the record it signs is refused.
 
 This process's side: `grade` (one batch) and `graded` (several in one round trip: the grader replay's), and
-`graders_code`. The worker's side: `grade_here`, `code_here`; `score_rows` is the scoring itself, which the drift
-suite's graders (registry rewards with fixed parameters: no user code, drift.DRIFT_GRADERS) call in place.
+`graders_code`; each sends the user folders on this process's sys.path with the call, so the worker imports a
+grader from where this process would have (a core API caller's sys.path; the worker's own is put back after the
+call). The worker's side: `grade_here`, `code_here`; `score_rows` is the scoring itself, which the drift suite's
+graders (registry rewards with fixed parameters: no user code, drift.DRIFT_GRADERS) call in place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 
 from mcp_server.reporting import silent
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
+from mcp_server.rewards.dotted import import_dirs, looked_in
 from mcp_server.rewards.registry import reward_code_file_pins
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.worker import keyless
@@ -52,25 +56,43 @@ def _tags(func) -> list[str]:
     return [str(t) for t in tags]
 
 
-def code_here(graders: list) -> dict:
+@contextlib.contextmanager
+def _on_path(folders: list[str]):
+    """The caller's import folders first on sys.path for the call; sys.path as it was after it."""
+    saved = list(sys.path)
+    import_dirs(*folders)
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def code_here(graders: list, path: list[str] = ()) -> dict:
     """The worker's side of graders_code: {sha256, files, graders: [{name, tags}]}."""
+    with _on_path(list(path)):
+        return _code(graders)
+
+
+def _code(graders: list) -> dict:
     return {"sha256": reward_code_sha256(graders), "files": reward_code_file_pins(graders),
             "graders": [{"name": f.__name__, "tags": _tags(f)} for f in build_reward_funcs(graders)]}
 
 
-def grade_here(batches: list[dict]) -> list[dict]:
+def grade_here(batches: list[dict], path: list[str] = ()) -> list[dict]:
     """The worker's side: each batch {rows, completions, graders, reads, code} scored in order (score_rows); per
     batch {scores, reads (when asked: the pins), code (when asked: code_here, after the scoring)}."""
-    out = []
-    for batch in batches:
-        read = reads.Reads() if batch.get("reads") else None
-        result: dict = {"scores": score_rows(batch["rows"], batch["completions"], batch["graders"], read)}
-        if read is not None:
-            result["reads"] = read.pins()
-        if batch.get("code"):
-            result["code"] = code_here(batch["graders"])
-        out.append(result)
-    return out
+    with _on_path(list(path)):
+        return [_graded(batch) for batch in batches]
+
+
+def _graded(batch: dict) -> dict:
+    read = reads.Reads() if batch.get("reads") else None
+    result: dict = {"scores": score_rows(batch["rows"], batch["completions"], batch["graders"], read)}
+    if read is not None:
+        result["reads"] = read.pins()
+    if batch.get("code"):
+        result["code"] = _code(batch["graders"])
+    return result
 
 
 def _plain(graders: list) -> list:
@@ -81,7 +103,7 @@ def graded(batches: list[tuple[list[dict], list[str], list]]) -> list[list[dict[
     """Several batches (rows, completions, graders) scored in one round trip to the keyless worker, in order."""
     asked = [{"rows": rows, "completions": list(completions), "graders": _plain(graders)}
              for rows, completions, graders in batches]
-    return [result["scores"] for result in keyless(GRADE, asked, report=silent)]
+    return [result["scores"] for result in keyless(GRADE, asked, looked_in(), report=silent)]
 
 
 def grade(rows: list[dict], completions: list[str], graders: list, read: reads.Reads | None = None,
@@ -89,7 +111,7 @@ def grade(rows: list[dict], completions: list[str], graders: list, read: reads.R
     """score_rows in the keyless worker; `read` gets the files the graders opened, `code` (a dict) their code's
     hash, file pins and names and tags (code_here), taken after the scoring, in the same call."""
     (result,) = keyless(GRADE, [{"rows": rows, "completions": list(completions), "graders": _plain(graders),
-                                 "reads": read is not None, "code": code is not None}], report=silent)
+                                 "reads": read is not None, "code": code is not None}], looked_in(), report=silent)
     if read is not None:
         read.absorb(result["reads"])
     if code is not None:
@@ -99,4 +121,4 @@ def grade(rows: list[dict], completions: list[str], graders: list, read: reads.R
 
 def graders_code(graders: list) -> dict:
     """code_here in the keyless worker: the graders' code hash (rewards.reward_code_sha256), file pins, names."""
-    return keyless(GRADERS_CODE, _plain(graders), report=silent)
+    return keyless(GRADERS_CODE, _plain(graders), looked_in(), report=silent)

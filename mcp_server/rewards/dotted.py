@@ -37,7 +37,7 @@ def import_dirs(*folders: Path | str, last: Path | str | None = None) -> None:
         sys.path.append(str(last))
 
 
-def _looked_in() -> list[str]:
+def looked_in() -> list[str]:
     """The user directories on sys.path (not the interpreter's own or its installed packages), as looked in."""
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     seen, out = set(), []
@@ -70,7 +70,7 @@ def import_dotted(path: str, field: str) -> Callable:
                 module = import_user(module_path)
     except ModuleNotFoundError as exc:  # the module (or one it imports) is not where this process looks
         top = (exc.name or module_path).split(".")[0]
-        where = ", ".join(_looked_in()) or "no user directory"
+        where = ", ".join(looked_in()) or "no user directory"
         near = nearest_rewards(path)
         raise RewardImportError(
             field, f"cannot import module '{module_path}' for reward '{path}': {exc} (looked in {where}, then the "

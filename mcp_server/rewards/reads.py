@@ -251,7 +251,10 @@ def pin_file(path: str) -> dict:
     busy = getattr(_LOCAL, "busy", False)
     _LOCAL.busy = True
     try:
-        real = os.path.realpath(path)
+        try:
+            real = os.path.realpath(path)
+        except OSError:  # a link this process may not follow (another process's /proc/<pid>/fd entry)
+            real = path
         pin = {"resolves_to": real} if real != path else {}
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
