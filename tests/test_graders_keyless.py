@@ -250,3 +250,56 @@ def test_a_grader_finds_no_key_and_its_forgeries_are_refused(workspace, tiny_mod
         ledger.write_text(recorded + json.dumps(forged_ledger_line(forged, secret)) + "\n")
         with pytest.raises(UserInputError, match=f"{forged.name} is not a baseline evaluate_model wrote"):
             promote_checkpoint(PromoteRequest(run=str(run_dir)))
+
+
+def forged_samples_meta(meta: dict, samples: bytes, secret: bytes) -> dict:
+    """samples.meta.json vouching for `samples`, signed with `secret` as the sampler signs it."""
+    from mcp_server.evidence import MAC, SAMPLES_SIGNED_AS, SAMPLES_SIGNED_BY, _mac
+
+    record = {**{k: v for k, v in meta.items() if k != MAC}, "samples_sha256": hashlib.sha256(samples).hexdigest()}
+    return {**record, MAC: _mac(secret, SAMPLES_SIGNED_BY, SAMPLES_SIGNED_AS, record)}
+
+
+@pytest.mark.slow
+def test_an_agentic_runs_reward_finds_no_key_while_sampling_and_its_samples_are_refused(workspace, monkeypatch):
+    """sample_completions on an agentic run: TRL's tool loop builds the run's trainer from its train.py, which
+    imports the reward module and scores every rollout with it; the rollout runs in the keyless worker. The
+    samples.meta.json the module signs for completions the model never wrote is refused by inspect_rewards."""
+    from mcp_server.agentic.tiny import ensure_agentic_model, split_rows, write_rows
+    from mcp_server.emission.emit import emit_grpo_config
+    from mcp_server.errors import UserInputError
+    from mcp_server.evidence import key
+    from mcp_server.inspection.models import InspectRequest, SampleRequest
+    from mcp_server.inspection.review import inspect_rewards
+    from mcp_server.inspection.sample_files import not_sampled
+    from mcp_server.inspection.sampling import sample_completions
+    from mcp_server.recipe.models import GRPORecipeRequest
+    from mcp_server.runs import Run
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.chdir(workspace)  # the reward module is the user's, in the workspace
+    out = workspace / "exfiltrated"
+    rewards = [{"name": reacher(workspace, out, "agentic_keyreach"), "params": {}, "weight": 1.0}]
+    data = write_rows(split_rows(8)[0], workspace / "vault.jsonl")
+    result = emit_grpo_config(GRPORecipeRequest(
+        model=str(ensure_agentic_model()), dataset=str(data), run_name="agentic", rewards=rewards, gpu="cpu",
+        environment="mcp_server.agentic.tiny:VaultEnv",
+        overrides={"num_generations": 2, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
+                   "max_completion_length": 128, "temperature": 0.3, "max_steps": 2, "logging_steps": 1}))
+    shutil.rmtree(out)  # the emission's own reward checks (in this process, as the core API runs them) left aside
+    run = Run(Path(result.run_dir))
+    sample = sample_completions(SampleRequest(run=str(run.dir), num_prompts=1))
+    assert sample.engine == "trl-tool-loop" and sample.num_samples == 2
+    candidates = assert_nothing_found(out)
+
+    meta = json.loads(run.samples_meta.read_text())
+    lines = run.samples.read_text().splitlines()
+    forged = "".join(json.dumps({**json.loads(line), "completion": [{"role": "assistant", "content": "FORGED"}]})
+                     + "\n" for line in lines).encode()
+    run.samples.write_bytes(forged)  # completions the model never wrote
+    run.samples_meta.write_text(json.dumps(forged_samples_meta(meta, forged, key())))
+    assert not_sampled(run) is None  # well made: with the key the sampler's record would vouch for them
+    for secret in candidates:
+        run.samples_meta.write_text(json.dumps(forged_samples_meta(meta, forged, secret)))
+        with pytest.raises(UserInputError, match="not vouched for by the sampler"):
+            inspect_rewards(InspectRequest(run=str(run.dir)))

@@ -17,11 +17,10 @@ graders (registry rewards with fixed parameters: no user code, drift.DRIFT_GRADE
 from __future__ import annotations
 
 import contextlib
-import sys
 
 from mcp_server.reporting import silent
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
-from mcp_server.rewards.dotted import import_dirs, looked_in
+from mcp_server.rewards.dotted import looked_in, on_path
 from mcp_server.rewards.registry import reward_code_file_pins
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.worker import keyless
@@ -56,20 +55,9 @@ def _tags(func) -> list[str]:
     return [str(t) for t in tags]
 
 
-@contextlib.contextmanager
-def _on_path(folders: list[str]):
-    """The caller's import folders first on sys.path for the call; sys.path as it was after it."""
-    saved = list(sys.path)
-    import_dirs(*folders)
-    try:
-        yield
-    finally:
-        sys.path[:] = saved
-
-
 def code_here(graders: list, path: list[str] = ()) -> dict:
     """The worker's side of graders_code: {sha256, files, graders: [{name, tags}]}."""
-    with _on_path(list(path)):
+    with on_path(list(path)):
         return _code(graders)
 
 
@@ -81,7 +69,7 @@ def _code(graders: list) -> dict:
 def grade_here(batches: list[dict], path: list[str] = ()) -> list[dict]:
     """The worker's side: each batch {rows, completions, graders, reads, code} scored in order (score_rows); per
     batch {scores, reads (when asked: the pins), code (when asked: code_here, after the scoring)}."""
-    with _on_path(list(path)):
+    with on_path(list(path)):
         return [_graded(batch) for batch in batches]
 
 

@@ -23,6 +23,7 @@ from mcp_server.inspection.trajectory_models import TrajectoryCode, TrajectoryRe
 from mcp_server.inspection.trajectory_review import call_statuses, render_sheet, review
 from mcp_server.model_ref import small_model_threads
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards.dotted import looked_in, on_path
 from mcp_server.rewards.source_only import load_user_file
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training, keyless
@@ -169,16 +170,18 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
             "dataset_rows": len(dataset)}
 
 
-def rollout_here(run_dir: str, num_prompts: int, seed: int, report: Report = silent) -> dict:
+def rollout_here(run_dir: str, num_prompts: int, seed: int, path: list[str] = (), report: Report = silent) -> dict:
     """rollout in the keyless worker (worker_targets.ROLLOUT): the run's train.py, its environment and rewards run
-    there, apart from the key that signs samples.meta.json (worker_keyless); its codes as plain data."""
-    batch = rollout(Run(Path(run_dir)), num_prompts, seed, report)
+    there, apart from the key that signs samples.meta.json (worker_keyless), imported from the caller's folders
+    (`path`) too; its codes as plain data."""
+    with on_path(list(path)):
+        batch = rollout(Run(Path(run_dir)), num_prompts, seed, report)
     return {**batch, "codes": [code.model_dump() for code in batch["codes"]]}
 
 
 def rollout_apart(run: Run, num_prompts: int, seed: int, report: Report = silent) -> dict:
     """rollout_here's batch, from the keyless worker, in one round trip."""
-    batch = keyless(ROLLOUT, str(run.dir), num_prompts, seed, report=report)
+    batch = keyless(ROLLOUT, str(run.dir), num_prompts, seed, looked_in(), report=report)
     return {**batch, "codes": [TrajectoryCode.model_validate(code) for code in batch["codes"]]}
 
 

@@ -4,6 +4,7 @@ read-only mode (interpreter.user_code_allowed), finding it on disk instead, with
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
 import os
 import sys
@@ -35,6 +36,18 @@ def import_dirs(*folders: Path | str, last: Path | str | None = None) -> None:
         sys.path.insert(0, folder)
     if last is not None and str(last) not in sys.path:
         sys.path.append(str(last))
+
+
+@contextlib.contextmanager
+def on_path(folders: list[str]):
+    """`folders` (another process's looked_in: the keyless worker's caller) first on sys.path for a call, sys.path
+    as it was after it: the worker imports user code from where its caller would have."""
+    saved = list(sys.path)
+    import_dirs(*folders)
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
 
 
 def looked_in() -> list[str]:
