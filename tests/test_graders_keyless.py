@@ -170,12 +170,12 @@ def assert_nothing_found(out: Path) -> list[bytes]:
     from mcp_server.evidence import key
 
     found, reached = exfiltrated(out)
-    tags = {line.split()[0] for line in reached}
-    assert tags == {"import", "call"} and all(line.endswith(" 0") for line in reached), reached
-    assert all(int(line.split()[1]) != os.getpid() for line in reached), reached  # never in this process
     real = hashlib.sha256(key()).hexdigest()
     log = (out / "found.log").read_text() if (out / "found.log").is_file() else ""
     assert real not in log, f"the module found the evidence key: {log}"
+    tags = {line.split()[0] for line in reached}
+    assert tags == {"import", "call"} and all(line.endswith(" 0") for line in reached), reached
+    assert all(int(line.split()[1]) != os.getpid() for line in reached), reached  # never in this process
     return [*found, bytes(32)]
 
 
