@@ -238,7 +238,6 @@ def test_first_evaluation_writes_the_baseline_and_it_is_never_overwritten(worksp
     assert Path(first.baseline_path).read_bytes() == written
 
 
-@pytest.mark.slow  # decodes; grades in the keyless worker (evaluation.graders_apart), a process
 def test_no_baseline_for_partial_or_in_run_evaluations(workspace, tiny_model, small_task):
     goldens, _ = small_task
     partial = evaluate_model(EvaluateRequest(model="tiny", goldens=str(goldens), max_new_tokens=4, limit=3))

@@ -10,8 +10,9 @@ at import could sign a promotion reading PROMOTE or a baseline with a made-up sc
 This process's side: `grade` (one batch) and `graded` (several in one round trip: the grader replay's), and
 `graders_code`; each sends the user folders on this process's sys.path with the call, so the worker imports a
 grader from where this process would have (a core API caller's sys.path; the worker's own is put back after the
-call). The worker's side: `grade_here`, `code_here`; `score_rows` is the scoring itself, which the drift suite's
-graders (registry rewards with fixed parameters: no user code, drift.DRIFT_GRADERS) call in place.
+call). The worker's side: `grade_here`, `code_here`; `score_rows` is the scoring itself. Graders that are registry
+rewards running this package's code alone (`library_only`: no judge function or model) score in place, no worker
+started: the drift suite's (drift.DRIFT_GRADERS) and evaluate_model's defaults.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import contextlib
 from mcp_server.reporting import silent
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.dotted import looked_in, on_path
-from mcp_server.rewards.registry import reward_code_file_pins
+from mcp_server.rewards.registry import REGISTRY, reward_code_file_pins
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.worker import keyless
 from mcp_server.worker_targets import GRADE, GRADERS_CODE
@@ -87,19 +88,44 @@ def _plain(graders: list) -> list:
     return [g.model_dump() if isinstance(g, RewardSpec) else g for g in graders]
 
 
+# The registry rewards that reach code beyond this package: a judge function or model (rubric_judge's `judge`).
+REACHING = frozenset({"rubric_judge"})
+
+
+def library_only(graders: list) -> bool:
+    """Whether every grader is a registry reward that runs this package's code alone (none of REACHING; a wrapped
+    reward likewise): those score in place, as the drift suite's do; any other goes to the keyless worker."""
+    for grader in graders:
+        try:
+            spec = grader if isinstance(grader, RewardSpec) else RewardSpec.model_validate(
+                {"name": grader} if isinstance(grader, str) else grader)
+        except ValueError:
+            return False  # refused where it is built, in the worker, as before
+        reward = REGISTRY.get(spec.name.strip())
+        if reward is None or spec.name.strip() in REACHING or not library_only(
+                [spec.params[p] for p in reward.wrapped if p in spec.params]):
+            return False
+    return True
+
+
+def _grade(asked: list[dict], graders: list) -> list[dict]:
+    """grade_here in place for library graders, else in the keyless worker (the caller's folders with it)."""
+    return grade_here(asked) if library_only(graders) else keyless(GRADE, asked, looked_in(), report=silent)
+
+
 def graded(batches: list[tuple[list[dict], list[str], list]]) -> list[list[dict[str, float]]]:
     """Several batches (rows, completions, graders) scored in one round trip to the keyless worker, in order."""
     asked = [{"rows": rows, "completions": list(completions), "graders": _plain(graders)}
              for rows, completions, graders in batches]
-    return [result["scores"] for result in keyless(GRADE, asked, looked_in(), report=silent)]
+    return [result["scores"] for result in _grade(asked, [g for _, _, graders in batches for g in graders])]
 
 
 def grade(rows: list[dict], completions: list[str], graders: list, read: reads.Reads | None = None,
           code: dict | None = None) -> list[dict[str, float]]:
     """score_rows in the keyless worker; `read` gets the files the graders opened, `code` (a dict) their code's
     hash, file pins and names and tags (code_here), taken after the scoring, in the same call."""
-    (result,) = keyless(GRADE, [{"rows": rows, "completions": list(completions), "graders": _plain(graders),
-                                 "reads": read is not None, "code": code is not None}], looked_in(), report=silent)
+    (result,) = _grade([{"rows": rows, "completions": list(completions), "graders": _plain(graders),
+                         "reads": read is not None, "code": code is not None}], graders)
     if read is not None:
         read.absorb(result["reads"])
     if code is not None:
@@ -109,4 +135,6 @@ def grade(rows: list[dict], completions: list[str], graders: list, read: reads.R
 
 def graders_code(graders: list) -> dict:
     """code_here in the keyless worker: the graders' code hash (rewards.reward_code_sha256), file pins, names."""
+    if library_only(graders):
+        return code_here(_plain(graders))
     return keyless(GRADERS_CODE, _plain(graders), looked_in(), report=silent)
