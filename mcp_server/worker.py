@@ -185,6 +185,15 @@ def apart(target: str, *args, report: Report = silent, **kwargs):
     return _worker_for(python, keyless=True).call(target, args, kwargs, report)
 
 
+def keyless(target: str, *args, report: Report = silent, **kwargs):
+    """Call `module:function`, which runs user code (a grader, a reward), in the keyless worker (worker_keyless)
+    from any process, a keyed worker included (the one evaluate_model signs in); here only in that worker."""
+    if os.environ.get(worker_keyless.FLAG):
+        return _call_here(_resolve(target), args, kwargs, report)
+    python = sys.executable if os.environ.get(WORKER_FLAG) else require_training_python()
+    return _worker_for(python, keyless=True).call(target, args, kwargs, report)
+
+
 def runs_in_training(fn):
     """Decorator for a core function whose work needs torch, TRL or transformers: a call from a Python that
     is not the training interpreter goes to the worker (its arguments and result must be JSON or pydantic;

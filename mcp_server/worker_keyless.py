@@ -5,6 +5,12 @@ checks (worker_targets.REWARD_PROBLEMS), the rehearsal (REHEARSE), inspect_rewar
 every check of the inspection gate, the baseline's graders at launch (`worker.apart`). In the worker that held the
 key, such a module copied evidence.key into the workspace, and a script confined to the workspace then signed a
 progress log that read "succeeded, reward=99" (issue 48, round 16, F1; docs/development.md "Evidence").
+The processes that sign what they measured (the keyed worker, or a core API caller) send the user code they call
+here too, through `worker.keyless` (a keyed worker starts a keyless worker of its own): evaluate_model's and
+promote_checkpoint's graders, their import, scoring and code hash (evaluation.graders_apart, one round trip per
+batch of completions), export's reward hash, and an agentic run's rollout, its train.py, environment and rewards
+(inspection.trajectories.rollout_apart; sample_trajectories runs here whole). What comes back is data; the keyed
+process signs the baseline line, promotion.json or samples.meta.json over it.
 
 Those calls go to a worker of their own, started apart (worker_apart) with every evidence key file this process
 could name (`evidence.key_candidates`) covered by /dev/null, read-only: the file reads empty, and nothing can be

@@ -35,9 +35,17 @@ CHECK_GATE = "mcp_server.inspection.gate:check_inspection_gate"
 # launch_training's door: what promote_checkpoint would find wrong with the run's baseline (imports the graders)
 BASELINE_WARNINGS = "mcp_server.evaluation.baseline_choice:launch_warnings"
 
+# The graders' import, scoring and code hash for evaluate_model and promote_checkpoint (worker.keyless, from the
+# keyed worker that signs what they measured: evaluation.graders_apart), and an agentic sampling's rollout (the
+# run's train.py, environment and rewards: inspection.trajectories), whose samples.meta.json the caller signs
+GRADE = "mcp_server.evaluation.graders_apart:grade_here"
+GRADERS_CODE = "mcp_server.evaluation.graders_apart:code_here"
+ROLLOUT = "mcp_server.inspection.trajectories:rollout_here"
+
 # Work that imports reward modules no one has reviewed yet, sent to the keyless worker (worker_keyless) as every
-# worker.apart call is: emission's and validation's reward checks, the rehearsal
-KEYLESS_TARGETS = frozenset({REWARD_PROBLEMS, REHEARSE})
+# worker.apart call is: emission's and validation's reward checks, the rehearsal, sample_trajectories (the run's
+# train.py, environment and rewards; it signs nothing)
+KEYLESS_TARGETS = frozenset({REWARD_PROBLEMS, REHEARSE, SAMPLE_TRAJECTORIES, GRADE, GRADERS_CODE, ROLLOUT})
 
 # The light checks the CLI sends to its warm per-user worker (mcp_server.worker_daemon), so a repeated call does not
 # import TRL again; work that loads models or imports the person's code stays in the call's own process.

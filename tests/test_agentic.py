@@ -68,6 +68,7 @@ def test_emission_records_the_environment_and_writes_the_tool_trainer(workspace,
     assert "environment_factory=environment_factory" in run.script.read_text()
 
 
+@pytest.mark.slow  # the rollout runs in the keyless worker (inspection.trajectories.rollout_apart)
 def test_trajectories_mask_exactly_the_tool_results(workspace, agentic_model):
     run = Run(Path(emit(workspace, agentic_model).run_dir))
     result = sample_trajectories(TrajectoryRequest(run=str(run.dir), num_prompts=2))
@@ -86,6 +87,7 @@ def test_trajectories_mask_exactly_the_tool_results(workspace, agentic_model):
         assert row["masked_tokens"] + row["loss_tokens"] == len(row["completion_ids"])
 
 
+@pytest.mark.slow  # the rollout runs in the keyless worker (inspection.trajectories.rollout_apart)
 @pytest.mark.parametrize("environment, overrides, broken, code", [
     ("VerboseVaultEnv", {"max_completion_length": 96}, False, "tool_result_dropped"),
     ("VaultEnv", {}, True, "tool_call_unparsed"),
@@ -113,6 +115,7 @@ def test_constructed_defects_are_named_with_counts(workspace, agentic_model, env
         assert any("vault jammed" in json.dumps(t) for t in failed)
 
 
+@pytest.mark.slow  # the rollout runs in the keyless worker (inspection.trajectories.rollout_apart)
 def test_a_hanging_tool_is_cut_off_by_the_timeout(workspace, agentic_model):
     run = Run(Path(emit(workspace, agentic_model, "HangingVaultEnv", tool_timeout_s=0.5).run_dir))
     result = sample_trajectories(TrajectoryRequest(run=str(run.dir), num_prompts=1))
@@ -436,6 +439,7 @@ def test_an_async_run_with_an_unpicklable_environment_is_an_error(workspace, age
     assert "agentic_not_picklable" not in findings(ENV + "VaultEnv", {"max_staleness": 2})
 
 
+@pytest.mark.slow  # the rollout runs in the keyless worker (inspection.trajectories.rollout_apart)
 def test_a_reset_that_raises_names_the_data_set_row(workspace, agentic_model, monkeypatch):
     """TRL calls reset outside any try (a raising reset stops the training batch), so sampling fails as training
     would, in one line naming the row; a raising tool is TRL's {'error': ...} against that trajectory (tool_failed

@@ -290,6 +290,7 @@ def test_a_converted_models_baseline_and_model_card_name_the_model_not_its_path(
     assert row.startswith(f"| Base model | `{smollm2.HUB_ID}` (loaded from `") and str(converted) in row, row
 
 
+@pytest.mark.slow  # a user grader: it runs in the keyless worker (evaluation.graders_apart), a process
 def test_baselines_are_per_task_and_hold_their_graders_code(workspace, tiny_model, tmp_path):
     module = f"my_grader_{os.getpid()}"
     (workspace / f"{module}.py").write_text("def nonempty(completions, **columns):\n"

@@ -418,10 +418,10 @@ def test_the_clis_json_output_is_its_own(door, cli_variant, arena, capfd, monkey
 
 # ---------------------------------------------------------------- the reacher: the holder out of reach (W1-W3)
 # and, round 16 (F1), the evidence key out of reach of every door that imports a reward module: the keyless worker
-# (worker_keyless). Left open, named in docs/development.md "Evidence": evaluate_model's graders run in the worker
-# that signs the baseline.
+# (worker_keyless), evaluate_model's graders included (evaluation.graders_apart: the worker that signs the baseline
+# starts a keyless one for them).
 REACHING = [door for door, row in ROWS.items() if row.reaches]
-KEYED = ("evaluate_model",)
+KEYED: tuple[str, ...] = ()
 
 
 def unreached(door: str, lines: list[str]) -> list[str]:

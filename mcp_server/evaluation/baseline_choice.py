@@ -21,7 +21,8 @@ from mcp_server.evidence import valid
 from mcp_server.inspection.pins import config_model_pin, model_content
 from mcp_server.model_ref import known_name, resolve_model
 from mcp_server.reporting import Report
-from mcp_server.rewards import reads, reward_code_sha256
+from mcp_server.evaluation.graders_apart import graders_code
+from mcp_server.rewards import reads
 from mcp_server.rewards.sources import file_pin_changes
 from mcp_server.rewards.spec import RewardSpec, read_reward_specs
 from mcp_server.runs import Run, read_json_if_present, resolve_run
@@ -318,9 +319,10 @@ def same_inputs(path: Path, baseline: dict, read: dict) -> None:
 
 
 def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> str:
-    """reward_code_sha256 of a baseline's graders; one that no longer imports is refused naming them and the way on."""
+    """reward_code_sha256 of a baseline's graders, taken in the keyless worker (graders_apart); one that no longer
+    imports is refused naming them and the way on."""
     try:
-        return reward_code_sha256(baseline.get("graders") or [])
+        return graders_code(baseline.get("graders") or [])["sha256"]
     except UserInputError as exc:
         ours = _names([g.model_dump() for g in run_graders or []]) or "not recorded"
         raise UserInputError("baseline", f"{path.name} is graded by {_names(baseline.get('graders'))}, which does not "

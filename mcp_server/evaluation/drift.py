@@ -9,9 +9,10 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
-    baseline_ledger, baseline_model_pin, baseline_unrecorded, eval_plan, grade, item_passed,
+    baseline_ledger, baseline_model_pin, baseline_unrecorded, eval_plan, item_passed,
     load_goldens, model_key, record_baseline,
 )
+from mcp_server.evaluation.graders_apart import score_rows
 from mcp_server.generation import generate, render_prompt
 from mcp_server.inspection.pins import model_content
 from mcp_server.evaluation.models import DriftResult, PromoteRequest
@@ -41,11 +42,12 @@ def _drift_rows(suite: Path) -> tuple[list[dict], list[list[RewardSpec]]]:
 def _drift_passes(
     model_ref, loaded, rows, graders, max_new_tokens, temperature=0.0, seed=3407, report: Report = silent
 ) -> list[bool]:
-    """Pass or fail of each drift-suite row; rows are graded by their own grader kind, decoded together."""
+    """Pass or fail of each drift-suite row; rows are graded by their own grader kind, decoded together, in this
+    process: DRIFT_GRADERS are registry rewards with fixed parameters, no user code (graders_apart)."""
     model, tokenizer = loaded
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
     completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed, report=report)
-    return [bool(item_passed(grade([row], [completion], specs)[0]))
+    return [bool(item_passed(score_rows([row], [completion], specs)[0]))
             for row, completion, specs in zip(rows, completions, graders)]
 
 

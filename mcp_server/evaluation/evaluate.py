@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import contextlib
 import math
 import os
 import re
@@ -19,6 +18,7 @@ from mcp_server.diagnosis.success_rate import baseline_signal_warning
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, render_prompt
+from mcp_server.evaluation.graders_apart import grade
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.replay_scores import same_score, stored_items
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
@@ -29,8 +29,7 @@ from mcp_server.runs import resolve_run
 from mcp_server import smollm2
 from mcp_server.model_ref import SMOLLM2, TINY, known_name, load_model, resolve_loadable
 from mcp_server.reporting import Report, silent
-from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
-from mcp_server.rewards.registry import reward_code_file_pins
+from mcp_server.rewards import reads
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.tiny import TINY_VERSION, write_jsonl
 from mcp_server.worker import runs_in_training
@@ -72,14 +71,13 @@ def model_key(model: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[-120:] or "model"
 
 
-def task_key(goldens_sha256: str, graders: list, max_new_tokens: int, seed: int,
-             graders_reads: dict | None = None, model_content: str | None = None) -> tuple[str, str]:
-    """(the task's key, the graders' code digest): a baseline is of a model's content (`model_content`:
-    model_content's digest of its pin) on a task, the goldens' bytes, the graders by name, parameters and code
-    (rewards.reward_code_sha256), the files they read (rewards.reads) and the decoding; any change is another
-    baseline, filed beside the first, never over it (issue 49: one baseline per model, graders by name only; issue
-    48 round 9: a rubric file switched after the baseline; round 10: other weights at the same path)."""
-    code = reward_code_sha256(graders)
+def task_key(goldens_sha256: str, graders: list, code: str, max_new_tokens: int, seed: int,
+             graders_reads: dict | None = None, model_content: str | None = None) -> str:
+    """The task's key: a baseline is of a model's content (`model_content`: model_content's digest of its pin) on
+    a task, the goldens' bytes, the graders by name, parameters and code (`code`: rewards.reward_code_sha256, taken
+    in the keyless worker), the files they read (rewards.reads) and the decoding; any change is another baseline,
+    filed beside the first, never over it (issue 49: one baseline per model, graders by name only; issue 48 round
+    9: a rubric file switched after the baseline; round 10: other weights at the same path)."""
     specs = [RewardSpec.model_validate(g).model_dump() if not isinstance(g, RewardSpec) else g.model_dump()
              for g in graders]
     read = [{p: {k: v for k, v in pin.items() if k != "by"} for p, pin in graders_reads.items()}] if \
@@ -87,7 +85,7 @@ def task_key(goldens_sha256: str, graders: list, max_new_tokens: int, seed: int,
     content = [{"model_content": model_content}] if model_content else []
     task = json.dumps([goldens_sha256, specs, code, max_new_tokens, seed, *read, *content], sort_keys=True,
                       default=str)
-    return hashlib.sha256(task.encode()).hexdigest()[:12], code
+    return hashlib.sha256(task.encode()).hexdigest()[:12]
 
 
 def baseline_path(model: str, task: str | None = None) -> Path:
@@ -215,26 +213,6 @@ def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
 
 
 # ---------------------------------------------------------------- grading
-def grade(rows: list[dict], completions: list[str], graders: list[RewardSpec | dict],
-          read: reads.Reads | None = None) -> list[dict[str, float]]:
-    """Each grader's score per item, called the way TRL calls a reward (completions + every data set column);
-    `read`: where to record the files the graders open (rewards.reads)."""
-    with reads.recording(read) if read is not None else contextlib.nullcontext():
-        funcs = build_reward_funcs(graders)
-        conversational = [not isinstance(r["prompt"], str) for r in rows]
-        wrapped = [[{"role": "assistant", "content": c}] if conv else c for c, conv in zip(completions,
-                                                                                          conversational)]
-        columns = {key: [r.get(key) for r in rows] for key in {k for r in rows for k in r} if key != "completion"}
-        columns["prompts"] = columns.pop("prompt")
-        scores: list[dict[str, float]] = [{} for _ in rows]
-        for func in funcs:
-            with reads.calling(func.__name__):
-                values = func(completions=wrapped, **columns)
-            for item, value in zip(scores, values, strict=True):
-                item[func.__name__] = float(value) if value is not None else 0.0
-    return scores
-
-
 def item_passed(scores: dict) -> bool:
     """An item passes when it has grades and every grader scores it above 0 (one grader's 0 fails it)."""
     return bool(scores) and all(v > 0 for v in scores.values())
@@ -242,16 +220,17 @@ def item_passed(scores: dict) -> bool:
 
 def evaluate_rows(
     model_ref, rows: list[dict], graders: list, max_new_tokens: int, batch_size: int = 64,
-    seed: int = 3407, temperature: float = 0.0, loaded=None, report: Report = silent, read=None,
+    seed: int = 3407, temperature: float = 0.0, loaded=None, report: Report = silent, read=None, code=None,
 ) -> list[ItemResult]:
-    """Decode and grade `rows`; `loaded` = (model, tokenizer) to reuse an already loaded model; `read`: grade's."""
+    """Decode and grade `rows` (the graders in the keyless worker: graders_apart.grade); `loaded` = (model,
+    tokenizer) to reuse an already loaded model; `read`, `code`: grade's."""
     model, tokenizer = loaded or load_model(model_ref)
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
     completions = generate(
         model, tokenizer, texts, max_new_tokens, batch_size=batch_size, temperature=temperature, seed=seed,
         report=report,
     )
-    scores = grade(rows, completions, graders, read)
+    scores = grade(rows, completions, graders, read, code)
     return [
         ItemResult(
             index=i, prompt=text, answer=None if r.get("answer") is None else str(r.get("answer")),
@@ -261,22 +240,21 @@ def evaluate_rows(
     ]
 
 
-def unpaid_warnings(items: list[ItemResult], graders: list, defaults: bool, who: str = "") -> list[str]:
+def unpaid_warnings(items: list[ItemResult], described: list[dict], defaults: bool, who: str = "") -> list[str]:
     """Loud lines for a grader that paid nothing on any item because no reply holds what it reads (issue 49: the
     README's baseline, graded by the default correctness_reward, wrote a read-only 0/30 on a task whose replies
     never carry an <answer> tag, and said nothing): a built-in grader's tags (correctness_reward's `tag`,
     format_reward's `tags`) that no reply contains; any grader at 0 everywhere when the graders are the defaults
-    (none given). [] when every grader paid something somewhere."""
+    (none given). [] when every grader paid something somewhere. `described`: the graders' names and tags, as the
+    keyless worker read them (graders_apart.code_here)."""
     if not items:
         return []
     replies = [i.completion for i in items]
     lines = []
-    for func in build_reward_funcs(graders):
-        name = func.__name__
+    for grader in described:
+        name, tags = grader["name"], grader["tags"]
         if any(i.scores.get(name, 0.0) > 0 for i in items):
             continue
-        params = getattr(func, "params", None) or {}
-        tags = [params["tag"]] if isinstance(params.get("tag"), str) else list(params.get("tags") or [])
         missing = [f"<{t}>" for t in tags if not any(f"<{t}>" in r for r in replies)]
         if missing:
             why = f"no reply holds {', '.join(missing)}, the tag it reads"
@@ -341,10 +319,10 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     plan = eval_plan(model_ref, len(rows), budget, request.batch_size)
     report(0, len(rows), f"evaluating {request.model} on {len(rows)} goldens, max_new_tokens {budget} ({source}); "
                          f"plan: {plan['text']}")
-    read = reads.Reads()  # the files the graders open: part of a baseline's identity (rewards.reads)
+    read, code = reads.Reads(), {}  # the files the graders open: part of a baseline's identity (rewards.reads)
     items = evaluate_rows(
         model_ref, rows, request.graders, request.max_new_tokens, request.batch_size, request.seed,
-        loaded=loaded, report=report, read=read,
+        loaded=loaded, report=report, read=read, code=code,
     )
     passed, rate, low, high = summarise(items)
     result = EvaluationResult(
@@ -353,7 +331,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         max_new_tokens_from=source, plan=plan,
         seed=request.seed, n=len(items), passed=passed, pass_rate=rate, ci_low=low, ci_high=high,
         seconds=round(time.time() - start, 2), items=items,
-        warnings=unpaid_warnings(items, request.graders, default_graders(request.graders)),
+        warnings=unpaid_warnings(items, code["graders"], default_graders(request.graders)),
     )
     # a base model GRPO would start from (a checkpoint's rate is no start), its rate of the task: a grader that paid
     # nothing for want of what it reads (unpaid_warnings, said above) measures its format, not the model
@@ -361,7 +339,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         result.warnings += [w for w in [baseline_signal_warning(passed, len(items), *_group(request))] if w]
     if pin is not None and model_content(pin) is None:  # a hub model this evaluation downloaded: pinned now
         pin = baseline_model_pin(model_ref)
-    _file_baseline(request, result, read.pins(), pin)
+    _file_baseline(request, result, read.pins(), pin, code)
     return result
 
 
@@ -429,11 +407,12 @@ def _written_note(request: EvaluateRequest, result: EvaluationResult, path: Path
 
 
 def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_reads: dict,
-                   pin: dict | None) -> None:
+                   pin: dict | None, code: dict) -> None:
     """Write eval/baseline-<model>--<task>.json on the first evaluation of a base model's content (`pin`); never
-    overwrite it."""
-    task, graders_code = task_key(result.goldens_sha256, request.graders, request.max_new_tokens, request.seed,
-                                  graders_reads, model_content(pin))
+    overwrite it. `code`: the graders' code as the keyless worker hashed it (graders_apart.code_here)."""
+    graders_code = code["sha256"]
+    task = task_key(result.goldens_sha256, request.graders, graders_code, request.max_new_tokens, request.seed,
+                    graders_reads, model_content(pin))
     model = result.model_path if request.model != "tiny" else "tiny"
     path = baseline_path(model, task)
     files = request.baseline == "write" or request.baseline == "auto" and not inside_a_run(result.model_path)
@@ -456,7 +435,7 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
             u.startswith(w.split(" ", 1)[0] + " paid nothing") for u in result.warnings)]
         record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads,
-                  "graders_files": reward_code_file_pins(request.graders), "model_pin": pin}  # by file: round 15
+                  "graders_files": code["files"], "model_pin": pin}  # by file: round 15
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
         if result.baseline_written:

@@ -38,14 +38,15 @@ import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.evaluation.evaluate import grade, load_goldens, resolve_goldens
+from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
+from mcp_server.evaluation.graders_apart import graded
 from mcp_server.evaluation.replay_scores import moved, stored_items
-from mcp_server.rewards import reads
 from mcp_server.workspace import sha256_file
 
-def regraded(rows: list[dict], items: list[dict], graders: list) -> list[dict[str, float]]:
-    """The items' completions graded again now, as evaluate_model graded them (one call per grader, every item)."""
-    return grade(rows, [i["completion"] for i in items], graders, reads.Reads())
+def regraded(rows: list[dict], *batches: tuple[list[dict], list]) -> list[list[dict[str, float]]]:
+    """Each batch's (items, graders) completions graded again now, as evaluate_model graded them (one call per
+    grader, every item), in the keyless worker, every batch in one round trip (graders_apart.graded)."""
+    return graded([(rows, [i["completion"] for i in items], graders) for items, graders in batches])
 
 
 def baseline_goldens(goldens: str | None, baseline: dict) -> tuple[Path, str]:
@@ -81,7 +82,7 @@ def replay_baseline(path: Path, baseline: dict, goldens: str | None) -> float:
                              "now), so nothing shows that its graders still score as they did when it was measured. "
                              f"Not compared: {AGAIN}")
     graders = baseline.get("graders") or []
-    lines = moved(items, regraded(rows, items, graders), graders)
+    lines = moved(items, regraded(rows, (items, graders))[0], graders)
     if lines:
         raise UserInputError("baseline", f"the grader replay: {path.name}'s stored replies, graded again now by its "
                              f"graders, do not get the scores it stored: {' | '.join(lines)}. A grader reads "
@@ -115,8 +116,9 @@ def regrade_after(path: Path, baseline: dict, rows: list[dict], items: list, gra
     start = time.monotonic()
     ours = [i.model_dump() if hasattr(i, "model_dump") else i for i in items]
     stored = stored_items(baseline, len(rows)) or []
-    lines = [f"the checkpoint's {line}" for line in moved(ours, regraded(rows, ours, graders), graders)]
-    lines += [f"the baseline's {line}" for line in moved(stored, regraded(rows, stored, graders), graders)]
+    again_ours, again_stored = regraded(rows, (ours, graders), (stored, graders))
+    lines = [f"the checkpoint's {line}" for line in moved(ours, again_ours, graders)]
+    lines += [f"the baseline's {line}" for line in moved(stored, again_stored, graders)]
     if lines:
         raise UserInputError("graders", "the grader replay after the checkpoint was graded: the same replies graded "
                              f"again get other scores: {' | '.join(lines)}. A grader's scores moved while this "

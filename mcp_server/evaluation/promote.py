@@ -80,9 +80,9 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     # the stage's plan first, then the load (walk 9: 69 s of silence, then "a model of unknown size")
     stage = stage_report(report, "checkpoint on the goldens", eval_plan(ckpt, len(rows), max_new_tokens, base=base))
     ckpt_sha, ckpt_loaded = hashed_load(ckpt)  # what loaded is the checkpoint of that hash (round 10, F4)
-    read = reads.Reads()
+    read, code = reads.Reads(), {}  # what the graders read and are, from the keyless worker (graders_apart)
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
-                          report=stage, read=read)
+                          report=stage, read=read, code=code)
     same_inputs(baseline_file, baseline, read.pins())
     replayed += regrade_after(baseline_file, baseline, rows, items, graders)  # scores moved meanwhile: refused
     passed, rate, low, high = summarise(items)
@@ -124,7 +124,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
         lost=lost,
         drift=drift,
         baseline_choice=choice,
-        warnings=_unpaid(baseline, items, graders),
+        warnings=_unpaid(baseline, items, graders, code["graders"]),
         report_path=str(run.promotion_report),
         result_path=str(run.promotion),
     )
@@ -220,7 +220,7 @@ def promotion_problems(promotion: dict) -> list[str]:
     return problems
 
 
-def _unpaid(baseline: dict, items: list, graders: list) -> list[str]:
+def _unpaid(baseline: dict, items: list, graders: list, described: list[dict]) -> list[str]:
     """evaluate_model's warnings (a grader that paid nothing: no reply holds what it reads), on the baseline's
     items and the checkpoint's."""
     try:
@@ -228,8 +228,8 @@ def _unpaid(baseline: dict, items: list, graders: list) -> list[str]:
     except ValueError:
         base_items = []
     defaults = default_graders(graders)
-    return (unpaid_warnings(base_items, graders, defaults, "baseline: ")
-            + unpaid_warnings(items, graders, defaults, "checkpoint: "))
+    return (unpaid_warnings(base_items, described, defaults, "baseline: ")
+            + unpaid_warnings(items, described, defaults, "checkpoint: "))
 
 
 def _improvement_interval(baseline: dict, items: list, low: float, high: float) -> tuple:

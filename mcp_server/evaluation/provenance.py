@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcp_server.evidence import launch_record
-from mcp_server.rewards import reward_code_sha256
+from mcp_server.evaluation.graders_apart import graders_code
 from mcp_server.runs import Run
 from mcp_server.training.launchers.base import trained_rewards
 from mcp_server.training.trainer.digest import read_saves, save_key
@@ -76,7 +76,7 @@ def trained_provenance(run: Run, ckpt: Path, rewards: list) -> Provenance:
     notes = []
     current = {
         "config_sha256": ("train/config.yaml", lambda: sha256_file(run.config)),
-        "reward_code_sha256": ("the reward code", lambda: reward_code_sha256(rewards)),
+        "reward_code_sha256": ("the reward code", lambda: graders_code(rewards)["sha256"]),  # keyless: imports
         "verdict_sha256": ("inspection/verdict.json", lambda: sha256_file(run.verdict)),
     }
     for name, (what, read) in current.items():

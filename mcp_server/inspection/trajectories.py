@@ -23,10 +23,11 @@ from mcp_server.inspection.trajectory_models import TrajectoryCode, TrajectoryRe
 from mcp_server.inspection.trajectory_review import call_statuses, render_sheet, review
 from mcp_server.model_ref import small_model_threads
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards.dotted import looked_in, on_path
 from mcp_server.rewards.source_only import load_user_file
 from mcp_server.runs import Run, resolve_run
-from mcp_server.worker import in_training
-from mcp_server.worker_targets import SAMPLE_TRAJECTORIES
+from mcp_server.worker import in_training, keyless
+from mcp_server.worker_targets import ROLLOUT, SAMPLE_TRAJECTORIES
 from mcp_server.workspace import atomic_write_json, atomic_write_text
 
 
@@ -169,6 +170,21 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
             "dataset_rows": len(dataset)}
 
 
+def rollout_here(run_dir: str, num_prompts: int, seed: int, path: list[str] = (), report: Report = silent) -> dict:
+    """rollout in the keyless worker (worker_targets.ROLLOUT): the run's train.py, its environment and rewards run
+    there, apart from the key that signs samples.meta.json (worker_keyless), imported from the caller's folders
+    (`path`) too; its codes as plain data."""
+    with on_path(list(path)):
+        batch = rollout(Run(Path(run_dir)), num_prompts, seed, report)
+    return {**batch, "codes": [code.model_dump() for code in batch["codes"]]}
+
+
+def rollout_apart(run: Run, num_prompts: int, seed: int, report: Report = silent) -> dict:
+    """rollout_here's batch, from the keyless worker, in one round trip."""
+    batch = keyless(ROLLOUT, str(run.dir), num_prompts, seed, looked_in(), report=report)
+    return {**batch, "codes": [TrajectoryCode.model_validate(code) for code in batch["codes"]]}
+
+
 def write_trajectories(run: Run, batch: dict, seed: int) -> tuple[Path, dict]:
     """inspection/trajectories.jsonl, the sheet a person reads (trajectories.md) and the .meta.json; (path, tool
     calls by status)."""
@@ -191,7 +207,7 @@ def sample_here(request: TrajectoryRequest, report: Report = silent) -> Trajecto
     """sample_trajectories in this (the training) interpreter."""
     run = Run(Path(request.run))
     started = time.perf_counter()
-    batch = rollout(run, request.num_prompts, request.seed, report)
+    batch = rollout_apart(run, request.num_prompts, request.seed, report)
     path, statuses = write_trajectories(run, batch, request.seed)
     codes = batch["codes"]
     next_step = ("Read inspection/trajectories.md; fix what the codes name, then sample again."

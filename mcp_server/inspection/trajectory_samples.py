@@ -19,7 +19,7 @@ from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, Sampl
 from mcp_server.inspection.pins import config_pins
 from mcp_server.inspection.sample_files import write_samples_meta
 from mcp_server.inspection.training_inputs import load_training_inputs
-from mcp_server.inspection.trajectories import rollout, write_trajectories
+from mcp_server.inspection.trajectories import rollout_apart, write_trajectories
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
@@ -48,7 +48,7 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
                                        f"leave {', '.join(given)} empty, or change train/config.yaml")
     started = time.perf_counter()
     num_prompts = request.num_prompts or RATE_PROMPTS
-    batch = rollout(run, num_prompts, request.seed, report)
+    batch = rollout_apart(run, num_prompts, request.seed, report)  # the run's code apart from the key
     write_trajectories(run, batch, request.seed)
     records, group, config = batch["records"], batch["group"], run.read_config()
     with tempfile.TemporaryDirectory(prefix="datasets-") as cache:  # what train/train.py's loader reads

@@ -4,6 +4,7 @@ read-only mode (interpreter.user_code_allowed), finding it on disk instead, with
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
 import os
 import sys
@@ -37,7 +38,19 @@ def import_dirs(*folders: Path | str, last: Path | str | None = None) -> None:
         sys.path.append(str(last))
 
 
-def _looked_in() -> list[str]:
+@contextlib.contextmanager
+def on_path(folders: list[str]):
+    """`folders` (another process's looked_in: the keyless worker's caller) first on sys.path for a call, sys.path
+    as it was after it: the worker imports user code from where its caller would have."""
+    saved = list(sys.path)
+    import_dirs(*folders)
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def looked_in() -> list[str]:
     """The user directories on sys.path (not the interpreter's own or its installed packages), as looked in."""
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     seen, out = set(), []
@@ -70,7 +83,7 @@ def import_dotted(path: str, field: str) -> Callable:
                 module = import_user(module_path)
     except ModuleNotFoundError as exc:  # the module (or one it imports) is not where this process looks
         top = (exc.name or module_path).split(".")[0]
-        where = ", ".join(_looked_in()) or "no user directory"
+        where = ", ".join(looked_in()) or "no user directory"
         near = nearest_rewards(path)
         raise RewardImportError(
             field, f"cannot import module '{module_path}' for reward '{path}': {exc} (looked in {where}, then the "

@@ -123,6 +123,15 @@ class Reads:
             if self.refuse:
                 self.refuse(line)
 
+    def absorb(self, pins: dict) -> None:
+        """Another process's recording (its `pins()`: the keyless worker's, evaluation.graders_apart) into this."""
+        for path, pin in pins.items():
+            if pin == {"written": True}:
+                self.written.add(path)
+            else:
+                self.files.setdefault(path, {**pin, "by": []})
+                self.files[path]["by"] += [r for r in pin.get("by", []) if r not in self.files[path]["by"]]
+
     def pins(self) -> dict:
         """path -> pin (sorted), the files only written marked so."""
         out = {p: self.files[p] for p in sorted(self.files)}
@@ -242,7 +251,10 @@ def pin_file(path: str) -> dict:
     busy = getattr(_LOCAL, "busy", False)
     _LOCAL.busy = True
     try:
-        real = os.path.realpath(path)
+        try:
+            real = os.path.realpath(path)
+        except OSError:  # a link this process may not follow (another process's /proc/<pid>/fd entry)
+            real = path
         pin = {"resolves_to": real} if real != path else {}
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
