@@ -845,9 +845,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "record_inspection_verdict, and the gate stays open: the verdict vouches for a sheet inspect_rewards never "
       "wrote"),
     M("m6-gate-config-moved-since-sampling", "gate", "mcp_server/inspection/gate.py",
-      '    pins = config_pins(run)\n    moved = changes(meta.get("config_pins") or {}, pins)',
-      '    pins = meta.get("config_pins") or config_pins(run)\n'
-      '    moved = changes(meta.get("config_pins") or {}, pins)',
+      '    moved = changes(meta.get("config_pins") or {}, config_pins(run))',
+      '    moved = changes(meta.get("config_pins") or {}, meta.get("config_pins") or config_pins(run))',
       "train/config.yaml edited between sample_completions and record_inspection_verdict (another temperature, "
       "model or data set) is not noticed: the pass is recorded pinning the new config and the gate opens on "
       "samples drawn with the old one"),
