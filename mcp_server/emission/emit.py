@@ -142,16 +142,16 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     moe = is_moe(model)
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
     gpu, _ = resolve_target(request.gpu)
+    # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
+    size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
+    if size_b is None and not Path(model).is_dir():  # a CPU run loads it here: a name nothing knows is refused,
+        problem = hub_problem(model)  # before TRL is imported (walk 10: a typo waited 18 s for TRL, then this)
+        if problem:
+            raise UserInputError("model", problem)
     try:
         defaults, aliases = trl_defaults(), installed_aliases()
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults, aliases = {}, {}
-    # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
-    size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
-    if size_b is None and not Path(model).is_dir():  # a CPU run loads it here: a name nothing knows is refused
-        problem = hub_problem(model)
-        if problem:
-            raise UserInputError("model", problem)
     record = agentic_record(request)
     refuse_unparsed_template(record, model)
     if request.thinking and not is_hybrid_thinking(model):

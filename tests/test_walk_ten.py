@@ -1,0 +1,40 @@
+"""Issue 49, the tenth new-user walk (a fresh clone, the README only): what it met, through the door it used.
+
+- A data file without a `prompt` column was refused with "no column 'prompt'; columns are: question, answer", and
+  emit-config had no flag to name another column: the refusal now names the columns there, the closest match and
+  the flag that maps it (`--prompt-column`, emit_grpo_config's prompt_column, now on the command line too), and
+  that flag is what the suggestion says to type.
+- export-model (and promote-checkpoint, through the same load) printed transformers' FutureWarning
+  "`is_gradient_checkpointing` is deprecated" on a LoRA checkpoint: peft reads the deprecated alias while it wraps
+  the model (model_ref.PEFT_ALIAS_READ); the door's stderr now carries no FutureWarning.
+- A model-name typo waited about 20 s for TRL to import before emit-config said "did you mean": the name is now
+  checked (built-in names, local directories, the local cache) before anything imports TRL or transformers.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from conftest import run_cli
+
+
+
+@pytest.mark.slow  # a process, its imports profiled
+def test_a_model_name_typo_is_refused_before_trl_or_transformers_is_imported(workspace):
+    """Walk 10: emit-config --model HuggingFaceTB/SmolLM2-135M-Instrct --gpu cpu imported TRL (18 s on a quiet
+    2-core machine) before its did-you-mean. The training interpreter is this one and no warm worker is started, so
+    anything TRL's checks import would be imported by this process (PYTHONPROFILEIMPORTTIME lists each import)."""
+    typo = "HuggingFaceTB/SmolLM2-135M-Instrct"
+    proc = run_cli("emit-config", "--model", typo, "--dataset", "tiny", "--gpu", "cpu", process=True, timeout=300,
+                   env={"HF_HUB_OFFLINE": "1", "LLM_FINETUNING_CLI_WORKER": "0", "PYTHONPROFILEIMPORTTIME": "1",
+                        "LLM_FINETUNING_PYTHON": sys.executable})
+    assert proc.returncode == 2, proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors and errors[-1].startswith(f"error: model: '{typo}' is not a local model directory"), proc.stderr
+    assert "Did you mean 'smollm2-135m'?" in errors[-1], errors
+    imported = {m[1] for m in re.finditer(r"^import time:.*\|\s+([\w.]+)$", proc.stderr, re.M)}
+    assert len(imported) > 50, "no import was profiled"
+    assert not imported & {"trl", "transformers", "torch"}, sorted(imported & {"trl", "transformers", "torch"})
