@@ -15,11 +15,38 @@ from __future__ import annotations
 
 import re
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
+from support import ANY_TEXT_REWARDS, TINY_OVERRIDES, emit_config
 
+from mcp_server.model_ref import PEFT_ALIAS_READ
+from mcp_server.runs import Run
+
+
+@pytest.mark.slow  # a process: warnings print on its stderr as a person's terminal shows them
+def test_exporting_a_lora_checkpoint_prints_no_future_warning(workspace, tiny_model):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    result = emit_config(model="tiny", gpu="cpu", finetune="lora", run_name="lora", rewards=ANY_TEXT_REWARDS,
+                         overrides=TINY_OVERRIDES)
+    assert result.validation.valid, result.validation
+    run = Run(Path(result.run_dir))
+    with warnings.catch_warnings():  # this test's own wrapping reads the alias too (model_ref.PEFT_ALIAS_READ)
+        warnings.filterwarnings("ignore", message=PEFT_ALIAS_READ, category=FutureWarning)
+        adapter = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model),
+                                 LoraConfig(r=4, target_modules="all-linear"))
+        adapter.save_pretrained(run.checkpoints)  # what a LoRA run's trainer saves: the adapter and its tokenizer
+    AutoTokenizer.from_pretrained(tiny_model).save_pretrained(run.checkpoints)
+    proc = run_cli("export-model", str(run.dir), "--allow-unpromoted", process=True, timeout=600,
+                   env={"LLM_FINETUNING_CLI_WORKER": "0", "PYTHONWARNINGS": "default"})
+    assert proc.returncode == 0, proc.stderr
+    assert "(LoRA merged)" in proc.stdout, proc.stdout  # the adapter was loaded through peft and merged
+    assert "FutureWarning" not in proc.stderr, proc.stderr  # before: `is_gradient_checkpointing` is deprecated
 
 
 @pytest.mark.slow  # a process, its imports profiled
