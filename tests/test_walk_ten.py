@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import warnings
@@ -25,6 +26,52 @@ from support import ANY_TEXT_REWARDS, TINY_OVERRIDES, emit_config
 
 from mcp_server.model_ref import PEFT_ALIAS_READ
 from mcp_server.runs import Run
+from mcp_server.tiny import make_task
+
+
+def _questions(path, rows: int = 16):
+    """`rows` of the tiny task with their chat-message prompts in a `question` column, no `prompt` column."""
+    path.write_text("".join(json.dumps({"question": row["prompt"], "answer": row["answer"]}) + "\n"
+                            for row in make_task(rows, seed=3)))
+    return path
+
+
+def test_a_missing_prompt_column_names_the_columns_the_closest_and_the_flag_that_maps_it(workspace):
+    data = _questions(workspace / "questions.jsonl")
+    overrides = [arg for key, value in TINY_OVERRIDES.items() for arg in ("--override", f"{key}={value}")]
+    refused = run_cli("emit-config", "--model", "tiny", "--dataset", str(data), "--gpu", "cpu", *overrides)
+    assert refused.returncode == 2, refused.stdout
+    error = refused.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: prompt_column: no column 'prompt' in the data (its columns: 'question', "
+                            "'answer')"), error
+    assert "The closest match is 'question'" in error and "rename it to 'prompt'" in error, error
+    suggested = re.search(r"`emit-config (--prompt-column \S+)`", error)
+    assert suggested, error  # before: "no column 'prompt'; columns are: question, answer", and no such flag
+    mapped = run_cli("emit-config", "--model", "tiny", "--dataset", str(data), "--gpu", "cpu", *overrides,
+                     *suggested.group(1).split(), "--run-name", "mapped")
+    assert mapped.returncode == 0, mapped.stdout + mapped.stderr
+    assert json.loads(Run(workspace / "runs" / next(p.name for p in (workspace / "runs").iterdir())).request
+                      .read_text())["prompt_column"] == "question"
+
+
+def test_a_column_with_no_text_is_refused_naming_the_flag_with_no_guess(workspace):
+    data = workspace / "numbers.jsonl"
+    data.write_text(json.dumps({"id": 1, "answer": "2"}) + "\n")
+    refused = run_cli("emit-config", "--model", "tiny", "--dataset", str(data), "--gpu", "cpu")
+    assert refused.returncode == 2
+    error = refused.stderr.strip().splitlines()[-1]
+    assert "(its columns: 'id', 'answer')" in error and "none of them holds text or chat messages" in error, error
+    assert "`emit-config --prompt-column NAME`" in error and "closest" not in error, error
+
+
+def test_a_missing_answer_column_says_the_nearest_and_the_flag(workspace):
+    data = workspace / "answr.jsonl"
+    data.write_text(json.dumps({"prompt": "What is 1 + 1?", "answr": "2"}) + "\n")
+    refused = run_cli("emit-config", "--model", "tiny", "--dataset", str(data), "--gpu", "cpu")
+    assert refused.returncode == 2
+    error = refused.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: answer_column: column 'answer'"), error
+    assert "Did you mean 'answr'?" in error and "`emit-config --answer-column NAME`" in error, error
 
 
 @pytest.mark.slow  # a process: warnings print on its stderr as a person's terminal shows them

@@ -31,7 +31,7 @@ from mcp_server.emission.fit import cpu_time, launch_text, model_size_b
 from mcp_server.emission.naming import default_run_name
 from mcp_server.emission.per_step import step_batch
 from mcp_server.emission.steps import Given, build
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, closest_names, did_you_mean
 from mcp_server.evidence import record_emission
 from mcp_server.gpus import resolve_target
 from mcp_server.memory.verdict import validate
@@ -131,8 +131,11 @@ def _check_columns(path: Path, request: GRPORecipeRequest) -> int:
     for column, reward in reward_columns(request).items():
         if column not in rows[0]:
             field = "answer_column" if column == request.answer_column else "rewards"
+            how = (" Name the column that holds the answers with `emit-config --answer-column NAME` "
+                   "(emit_grpo_config's answer_column)" if field == "answer_column" else "")
             raise UserInputError(field, f"column '{column}', which {reward} reads, is not in {path} "
-                                 f"(columns: {', '.join(rows[0])})")
+                                 f"(columns: {', '.join(rows[0])}).{did_you_mean(closest_names(column, list(rows[0])))}"
+                                 + how)
     return len(rows)
 
 
