@@ -151,16 +151,16 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
         problem = hub_problem(model)  # before TRL is imported (walk 10: a typo waited 18 s for TRL, then this)
         if problem:
             raise UserInputError("model", problem)
-    try:
-        defaults, aliases = trl_defaults(), installed_aliases()
-    except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
-        defaults, aliases = {}, {}
     record = agentic_record(request)
     refuse_unparsed_template(record, model)
     if request.thinking and not is_hybrid_thinking(model):
         raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
                              "leave thinking empty for it")
-    data = _dataset_fields(request, run)
+    data = _dataset_fields(request, run)  # its columns read and refused, too, before TRL is imported
+    try:
+        defaults, aliases = trl_defaults(), installed_aliases()
+    except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
+        defaults, aliases = {}, {}
     cost = turn_cost(record, model, reset_rows(data.fields, run.dir, request.prompt_column))
     return Given(request=request, run=run, model=model, moe=moe, variant=variant, variant_reason=reason, gpu=gpu,
                  trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data.fields,
