@@ -12,6 +12,7 @@ estimate three times from fresh probes (emission's figure: how far it moves at o
 also prints emission's range and whether the measured step is inside it.
 
     .venv/bin/python bench/bench_estimates.py [--skip-sampling] [--skip-training] [--skip-smollm2]
+    .venv/bin/python bench/bench_estimates.py --smollm2-parts    (smollm2_step_parts only)
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def _spin() -> None:
         pass
 
 
-def training_case(model: str = "tiny", max_steps: int = 6, tokens: int = 12) -> dict:
-    from support import emit_run, pass_inspection
+def training_case(model: str = "tiny", max_steps: int = 6, tokens: int = 12, finetune: str = "full",
+                  deadline_s: float = 600, **overrides) -> dict:
+    from support import ANY_TEXT_REWARDS, TINY_OVERRIDES, emit_config, pass_inspection
 
     from mcp_server.training.launch import launch_training
     from mcp_server.training.models import LaunchRequest, StatusRequest
@@ -83,8 +85,12 @@ def training_case(model: str = "tiny", max_steps: int = 6, tokens: int = 12) -> 
     from mcp_server.training.status import training_status
     from mcp_server.runs import Run
 
-    run = emit_run(f"train-{model}", model=model, max_steps=max_steps, max_completion_length=tokens,
-                   generation_kwargs={"min_new_tokens": tokens})
+    emitted = emit_config(model=model, gpu="cpu", run_name=f"train-{model}-{finetune}", rewards=ANY_TEXT_REWARDS,
+                          finetune=finetune, overrides={**TINY_OVERRIDES, "max_steps": max_steps,
+                                                        "max_completion_length": tokens,
+                                                        "generation_kwargs": {"min_new_tokens": tokens}, **overrides})
+    assert emitted.validation.valid, emitted.validation
+    run = Path(emitted.run_dir)
     pass_inspection(run)
     from mcp_server.memory.estimate import step_estimate
     from mcp_server.recipe.runspec import RunSpec
@@ -94,9 +100,12 @@ def training_case(model: str = "tiny", max_steps: int = 6, tokens: int = 12) -> 
     parts = _parts(RunSpec.of_run(Run(run)))
     launched = launch_training(LaunchRequest(run=str(run)))
     assert launched.launched, launched.message
+    load_then = [round(v, 2) for v in os.getloadavg()]  # what the estimate below reads
     first = training_status(StatusRequest(run=str(run)))
-    deadline = time.time() + 600
+    deadline = time.time() + deadline_s
+    loads = []  # the 1-minute load average while it trains: what the measured steps ran at
     while time.time() < deadline:
+        loads.append(os.getloadavg()[0])
         status = training_status(StatusRequest(run=str(run)))
         if status.state not in ("starting", "running"):
             break
@@ -106,15 +115,64 @@ def training_case(model: str = "tiny", max_steps: int = 6, tokens: int = 12) -> 
               for t in times if t]
     steps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
     measured = sum(steps) / len(steps) if steps else None
-    return {"case": f"training {model} on the CPU ({tokens} tokens a completion): seconds per step after the first",
+    return {"case": f"training {model} ({finetune}) on the CPU ({tokens} tokens a completion): seconds per step after "
+                    "the first",
             "estimate": first.step_estimate, "steps_s": [round(s, 2) for s in steps],
             "estimate_s": first.step_estimate_s, "measured_s": measured, "state": status.state,
             "ratio": round(first.step_estimate_s / measured, 2) if measured and first.step_estimate_s else None,
             "emitted_s": emitted.step_s if emitted else None, "emitted_range_s": [low, high] if low else None,
             "emitted_ratio": round(emitted.step_s / measured, 2) if measured and emitted else None,
             "inside_range": low <= measured <= high if measured and low else None, "load": os.getloadavg()[0],
+            "load_at_estimate": load_then,
+            "load_while_training": [round(min(loads), 1), round(sum(loads) / len(loads), 1), round(max(loads), 1)],
             **parts, "implied_trainer_host_ops": round((measured / parts["slowdown"] - parts["model_s"])
                                                        / parts["op_s"]) if measured else None}
+
+
+def smollm2_step_parts(repeats: int = 3) -> list[dict]:
+    """The walk's smollm2-135m LoRA step (1 prompt x 8 completions of 16 tokens, LoRA r16 on all linear layers,
+    activation checkpointing, beta 0.01) in its two parts, each timed on 2 threads: generation (transformers
+    generate, every completion at its limit) and the trainer's passes (the reference forward with the adapter off,
+    then forward and backward); each beside the probe's typical reading taken just before and the load averages at
+    its start and end. What tests/test_estimates.py's smollm2 case records; without TRL's own per-step host work."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mcp_server.memory import cpu_speed
+    from mcp_server.smollm2 import ensure_smollm2_model
+    from mcp_server.tiny import make_task
+
+    torch.set_num_threads(2)
+    path = ensure_smollm2_model()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32),
+                           LoraConfig(r=16, lora_alpha=32, target_modules="all-linear"))
+    model.base_model.model.activation_checkpointing_enable()
+    prompt = tokenizer.apply_chat_template(make_task(1, seed=1)[0]["prompt"], tokenize=False,
+                                           add_generation_prompt=True)
+    ids = tokenizer([prompt] * 8, return_tensors="pt")
+    cases = []
+    for _ in range(repeats):
+        reading, before = cpu_speed.typical(cpu_speed.probe_readings(2)), os.getloadavg()
+        model.eval()
+        started = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(**ids, max_new_tokens=16, min_new_tokens=16, do_sample=True)
+        generation = time.perf_counter() - started
+        model.train()
+        started = time.perf_counter()
+        with torch.no_grad(), model.disable_adapter():
+            model(out)
+        model(out).logits.log_softmax(-1).mean().backward()
+        training = time.perf_counter() - started
+        model.zero_grad()
+        cases.append({"case": "smollm2-135m LoRA step parts (8 x 16 tokens)", "generation_s": round(generation, 1),
+                      "train_s": round(training, 1), "prompt_tokens": ids.input_ids.shape[1],
+                      "load_start": [round(v, 1) for v in before], "load_end": [round(v, 1) for v in os.getloadavg()],
+                      "reading": {k: getattr(reading, k) for k in ("flops", "bandwidth", "op_s", "sync_s", "share")}})
+        show(cases[-1])
+    return cases
 
 
 def _parts(spec) -> dict:
@@ -136,7 +194,9 @@ def _parts(spec) -> dict:
     step = estimate_cpu_step(arch, count_params(arch), resolve_settings(spec.fields), cpu)
     host = cpu_speed.TRAINER_HOST_OPS_PER_STEP * cpu.op_s
     load = cpu_speed.load_range()
-    return {"op_s": cpu.op_s, "sync_s": cpu.sync_s, "share": round(cpu.share, 2),
+    return {"reading": {"flops": cpu.flops, "bandwidth": cpu.bandwidth, "op_s": cpu.op_s, "sync_s": cpu.sync_s,
+                        "share": cpu.share, "threads": cpu.threads},
+            "op_s": cpu.op_s, "sync_s": cpu.sync_s, "share": round(cpu.share, 2),
             "slowdown": round(cpu_speed.slowdown_at_load(cpu, load.typical, load.cores), 2),
             "generation_s": step.rollout_s, "training_s": step.train_s, "trainer_host_s": round(host, 2),
             "model_s": round(step.step_s - host, 2)}
@@ -174,6 +234,9 @@ def emission_case(times: int = 3) -> dict:
 def main() -> None:
     from mcp_server.smollm2 import ensure_smollm2_model
 
+    if "--smollm2-parts" in sys.argv:
+        smollm2_step_parts()
+        return
     with tempfile.TemporaryDirectory(prefix="bench-estimates-") as ws:
         os.environ["LLM_FINETUNING_WORKSPACE"] = ws
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from mcp_server.config import FIELD
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, closest_names
 from mcp_server.tiny import make_task
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import READ_FILE
@@ -95,15 +95,26 @@ def is_conversational(prompt) -> bool:
     return isinstance(prompt, list) and bool(prompt) and all(isinstance(m, dict) and "role" in m for m in prompt)
 
 
-def check_prompt_column(rows: list[dict], column: str) -> bool:
-    """Validate the prompt column and return whether the prompts are conversational."""
+# Column names data sets give their prompts, most telling first (a misspelling of the column asked for wins over them)
+PROMPT_NAMES = ("prompt", "prompts", "question", "problem", "query", "instruction", "input", "messages",
+                "conversation", "text")
+# ... and the names of what a prompt is answered with: never suggested as the prompts
+ANSWER_NAMES = ("answer", "answers", "solution", "label", "target", "output", "completion", "response", "gold")
+# How a door names the prompt column: emission's field and flag, and sampling's
+PROMPT_COLUMN_HOW = "`emit-config --prompt-column {column}` (emit_grpo_config's prompt_column)"
+SAMPLE_PROMPT_COLUMN = "`sample-completions RUN --prompt-column {column}` (sample_completions' prompt_column)"
+
+
+def check_prompt_column(rows: list[dict], column: str, how: str = PROMPT_COLUMN_HOW) -> bool:
+    """Validate the prompt column and return whether the prompts are conversational. A missing column is refused
+    naming the columns there, the one most like a prompt column and how to name it (`how`, with {column})."""
     if not rows:
         raise UserInputError("dataset", "the data set has no rows")
     odd = next((i for i, row in enumerate(rows) if not isinstance(row, dict)), None)
     if odd is not None:
         raise UserInputError("dataset", f"row {odd} is a {type(rows[odd]).__name__}, not an object of columns")
     if column not in rows[0]:
-        raise UserInputError("prompt_column", f"no column '{column}'; columns are: {', '.join(rows[0])}")
+        raise UserInputError("prompt_column", missing_prompt_column(rows[0], column, how))
     first = is_conversational(rows[0][column])
     for i, row in enumerate(rows):
         prompt = row.get(column)
@@ -115,6 +126,37 @@ def check_prompt_column(rows: list[dict], column: str) -> bool:
                            f"{type(prompt).__name__}"
             )
     return first
+
+
+def missing_prompt_column(row: dict, column: str, how: str = PROMPT_COLUMN_HOW) -> str:
+    """What a data set without the prompt column `column` is told (walk 10: "no column 'prompt'; columns are:
+    question, answer" suggested no fix): the columns there, the likeliest prompt column and how to name it."""
+    found = ", ".join(f"'{name}'" for name in row) or "none"
+    best = likeliest_prompt_column(row, column)
+    if best is None:
+        return (f"no column '{column}' in the data (its columns: {found}), and none of them holds text or chat "
+                f"messages to prompt with. Add a '{column}' column of prompts, or name the column that holds them "
+                f"with {how.format(column='NAME')}")
+    return (f"no column '{column}' in the data (its columns: {found}). The closest match is '{best}': name it as "
+            f"the prompt column with {how.format(column=best)}, or rename it to '{column}' in the file")
+
+
+def likeliest_prompt_column(row: dict, column: str) -> str | None:
+    """The column of `row` most likely meant as the prompt column: a misspelling of `column`, else a name data
+    sets give prompts (PROMPT_NAMES), else the first that holds chat messages, else the longest text; only a column
+    whose value is text or chat messages and whose name is not an answer's (ANSWER_NAMES). None when there is none."""
+    usable = [name for name, value in row.items() if (isinstance(value, str) or is_conversational(value))
+              and name.lower() not in ANSWER_NAMES]
+    if not usable:
+        return None
+    near = closest_names(column.lower(), {name.lower(): name for name in usable}, n=1)
+    if near:
+        return near[0]
+    named = sorted((PROMPT_NAMES.index(name.lower()), name) for name in usable if name.lower() in PROMPT_NAMES)
+    if named:
+        return named[0][1]
+    chats = [name for name in usable if is_conversational(row[name])]
+    return chats[0] if chats else max(usable, key=lambda name: len(row[name]))
 
 
 def reset_rows(values: dict, base_dir: Path | None, prompt_column: str | None) -> list[dict]:

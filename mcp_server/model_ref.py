@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 
 from mcp_server import smollm2
@@ -36,6 +37,12 @@ _MOE_NAME = re.compile(
     re.I,
 )
 SMALL_MODEL_PARAMS = 50_000_000
+# Walk 10: promote-checkpoint and export-model printed transformers' "FutureWarning: `is_gradient_checkpointing` is
+# deprecated ... Use `is_activation_checkpointing` instead" on a LoRA checkpoint. Its cause is peft's
+# PeftModel.__init__ (peft 0.21.2, the newest release), which reads the deprecated alias of every model it wraps to
+# decide whether to prepare it for gradient checkpointing; no argument of from_pretrained changes that read, so
+# load_model ignores that one message while peft wraps the model, and every other warning still shows.
+PEFT_ALIAS_READ = r"`is_gradient_checkpointing` is deprecated"
 
 
 # ---------------------------------------------------------------- what a name means
@@ -256,7 +263,9 @@ def load_model(model_ref: str | Path, merge: bool = True, **files):
         from peft import AutoPeftModelForCausalLM
         from transformers import AutoTokenizer
 
-        model = AutoPeftModelForCausalLM.from_pretrained(path)
+        with warnings.catch_warnings():  # that one deprecation, of a read no argument here changes (PEFT_ALIAS_READ)
+            warnings.filterwarnings("ignore", message=PEFT_ALIAS_READ, category=FutureWarning)
+            model = AutoPeftModelForCausalLM.from_pretrained(path)
         return (model.merge_and_unload() if merge else model).eval(), AutoTokenizer.from_pretrained(path)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import checkout_env
@@ -315,3 +316,44 @@ def test_the_tiny_models_cpu_step_estimate_is_near_its_measured_step(workspace, 
     alone = reading._replace(share=1.0)  # a reading that had the cores to itself: the load's range moves the figure
     ranged = step_estimate(spec, load=cpu_speed.load_range((4.0, 9.8, 14.0), 2), readings=[alone])
     assert " over 1 reading of this machine" in ranged.text and "1 readings" not in ranged.text, ranged.text
+
+
+# Walk 10 said smollm2-135m's CPU step estimate was 1.5-1.9x the measured step (the tiny model's 1.01x). Measured
+# here the same way as TINY_AT_LOAD_10 (2 cores, AMD EPYC, 2026-12-07): the probe's typical reading, the load the
+# steps ran at, and the seconds measured. FULL: bench_estimates.py's smollm2 training case (4 prompts x 4
+# completions of 16 tokens, full fine-tune), its second step (the first includes the start). LORA: the walk's own
+# config (1 prompt x 8 completions of 16 tokens, LoRA r16, activation checkpointing, beta 0.01), its generation and
+# its passes timed apart (bench_estimates.py --smollm2-parts): generation 330.8 s, the passes 299.0 s.
+SMOLLM2_CASES = {
+    "full": {"reading": {"flops": 4.977e9, "bandwidth": 2.173e9, "op_s": 135.7e-6, "sync_s": 62.4e-3,
+                         "share": 0.144},
+             "load": 15.5, "steps_s": [457.8], "finetune": "full", "overrides": {}},
+    "lora": {"reading": {"flops": 4.090e9, "bandwidth": 2.411e9, "op_s": 113.1e-6, "sync_s": 67.8e-3,
+                         "share": 0.131},
+             "load": 14.3, "steps_s": [330.8 + 299.0], "finetune": "lora",
+             "overrides": {"per_device_train_batch_size": 8, "num_generations": 8}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMOLLM2_CASES))
+def test_smollm2s_cpu_step_estimate_is_near_its_measured_step(workspace, monkeypatch, name):
+    """The estimate for smollm2-135m's architecture (the catalog's SmolLM2-135M-Instruct, what 'smollm2-135m'
+    converts) at each recorded reading and load is within 1.5x of the step measured then either way: 0.91x (full)
+    and 0.92x (LoRA) with the speed model's constants as they are, so none changed (the walk's 1.5-1.9x was not
+    met at load 14-17; sampling's decoding alone was 1.9x over once, 0.75x in the LoRA step)."""
+    from support import ANY_TEXT_REWARDS, TINY_OVERRIDES, emit_config
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    case = SMOLLM2_CASES[name]
+    result = emit_config(model="tiny", gpu="cpu", finetune=case["finetune"], run_name=f"smollm2-{name}",
+                         rewards=ANY_TEXT_REWARDS, overrides={**TINY_OVERRIDES, "max_completion_length": 16,
+                                                              "generation_kwargs": {"min_new_tokens": 16},
+                                                              **case["overrides"]})
+    assert result.validation.valid, result.validation
+    spec = RunSpec.of_run(Run(Path(result.run_dir)))
+    spec = spec.with_values({**spec.values, "model_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct"})
+    reading = cpu_speed.CpuThroughput(threads=2, measured_at=time.time(), **case["reading"])
+    measured = sum(case["steps_s"]) / len(case["steps_s"])
+    estimate = step_estimate(spec, load=(case["load"], 2), running=True, readings=[reading])
+    assert "4 completions" in estimate.text or "8 completions" in estimate.text, estimate.text
+    assert 1 / 1.5 <= estimate.step_s / measured <= 1.5, (estimate.step_s, measured, estimate.text)

@@ -31,7 +31,7 @@ from mcp_server.emission.fit import cpu_time, launch_text, model_size_b
 from mcp_server.emission.naming import default_run_name
 from mcp_server.emission.per_step import step_batch
 from mcp_server.emission.steps import Given, build
-from mcp_server.errors import UserInputError
+from mcp_server.errors import UserInputError, closest_names, did_you_mean
 from mcp_server.evidence import record_emission
 from mcp_server.gpus import resolve_target
 from mcp_server.memory.verdict import validate
@@ -131,8 +131,11 @@ def _check_columns(path: Path, request: GRPORecipeRequest) -> int:
     for column, reward in reward_columns(request).items():
         if column not in rows[0]:
             field = "answer_column" if column == request.answer_column else "rewards"
+            how = (" Name the column that holds the answers with `emit-config --answer-column NAME` "
+                   "(emit_grpo_config's answer_column)" if field == "answer_column" else "")
             raise UserInputError(field, f"column '{column}', which {reward} reads, is not in {path} "
-                                 f"(columns: {', '.join(rows[0])})")
+                                 f"(columns: {', '.join(rows[0])}).{did_you_mean(closest_names(column, list(rows[0])))}"
+                                 + how)
     return len(rows)
 
 
@@ -142,14 +145,10 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     moe = is_moe(model)
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
     gpu, _ = resolve_target(request.gpu)
-    try:
-        defaults, aliases = trl_defaults(), installed_aliases()
-    except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
-        defaults, aliases = {}, {}
     # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
     size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
-    if size_b is None and not Path(model).is_dir():  # a CPU run loads it here: a name nothing knows is refused
-        problem = hub_problem(model)
+    if size_b is None and not Path(model).is_dir():  # a CPU run loads it here: a name nothing knows is refused,
+        problem = hub_problem(model)  # before TRL is imported (walk 10: a typo waited 18 s for TRL, then this)
         if problem:
             raise UserInputError("model", problem)
     record = agentic_record(request)
@@ -157,7 +156,11 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     if request.thinking and not is_hybrid_thinking(model):
         raise UserInputError("thinking", f"'{request.model}' has no enable_thinking switch in its chat template; "
                              "leave thinking empty for it")
-    data = _dataset_fields(request, run)
+    data = _dataset_fields(request, run)  # its columns read and refused, too, before TRL is imported
+    try:
+        defaults, aliases = trl_defaults(), installed_aliases()
+    except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
+        defaults, aliases = {}, {}
     cost = turn_cost(record, model, reset_rows(data.fields, run.dir, request.prompt_column))
     return Given(request=request, run=run, model=model, moe=moe, variant=variant, variant_reason=reason, gpu=gpu,
                  trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data.fields,

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from mcp_server.config import FIELD, trl_default
-from mcp_server.dataset import check_prompt_column, load_rows
+from mcp_server.dataset import SAMPLE_PROMPT_COLUMN, check_prompt_column, load_rows
 from mcp_server.errors import Interrupted, UserInputError
 from mcp_server.inspection.files import clear_review, refuse_foreign_review_files
 from mcp_server.inspection.lengths import for_config, length_advice
@@ -366,7 +366,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     files = outputs(run, launched)
     with tempfile.TemporaryDirectory(prefix="datasets-") as cache, contextlib.chdir(run.dir):
         rows, prompt_column, model_ref, settings, compared, trained = _sampled_inputs(run, request, config, cache)
-    conversational = check_prompt_column(rows, prompt_column)
+    conversational = check_prompt_column(rows, prompt_column, SAMPLE_PROMPT_COLUMN)
     engine = _choose_engine(request.engine)
     on_gpu = engine == "vllm" or _has_cuda()
     if request.whole_dataset:  # every prompt: the pass a difficulty filter judges the whole data set from
