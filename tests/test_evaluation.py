@@ -259,6 +259,48 @@ def test_bad_goldens_name_the_field(workspace, tmp_path):
         evaluate_model(EvaluateRequest(model="tiny", goldens=str(no_prompt)))
 
 
+# A golden and, for each kind, a second row the model is asked as the same question (round 17, b09: one item 21
+# times counted as 21 independent gains, PROMOTE at p = 9.5e-7): each is refused by every door a goldens file takes.
+ASKED = [{"role": "user", "content": "What is 1 + 2?"}]
+REPEATS = {
+    "the same row": {"prompt": ASKED, "answer": "3"},
+    "another answer column": {"prompt": ASKED, "answer": "4", "question": "sum"},
+    "case and spaces": {"prompt": [{"role": "user", "content": "  what IS 1+2 ?\t"}], "answer": "3"},
+    "a zero-width space": {"prompt": [{"role": "user", "content": "What is 1 +\u200b 2?"}], "answer": "3"},
+    "full-width digits": {"prompt": [{"role": "user", "content": "What is \uff11 + \uff12?"}], "answer": "3"},
+    "plain text": {"prompt": "What is 1 + 2?", "answer": "3"},
+    "keys in another order": {"prompt": [{"content": "What is 1 + 2?", "role": "user"}], "answer": "3"},
+}
+
+
+@pytest.mark.parametrize(("kind", "door"), [(kind, door) for kind in REPEATS for door in (
+    "evaluate_model", "promote_checkpoint")] + [(None, "evaluate_model")])
+def test_a_golden_asked_twice_is_refused_by_every_door(workspace, tiny_model, kind, door):
+    """The table: each way of repeating a golden x evaluate_model (a baseline) and promote_checkpoint (no baseline
+    yet: it measures one on the goldens given). Refused naming the goldens, the repeated row and the distinct count,
+    before anything is decoded or written; goldens asking distinct questions (None: 1 + 2 and 1 + 3) are read."""
+    path = workspace / "goldens.jsonl"
+    second = REPEATS[kind] if kind else {"prompt": [{"role": "user", "content": "What is 1 + 3?"}], "answer": "4"}
+    rows = [{"prompt": [{"role": "user", "content": "What is 0 + 0?"}], "answer": "0"},
+            {"prompt": ASKED, "answer": "3"}, second]
+    write_jsonl(rows, path)
+    if door == "evaluate_model":
+        call = lambda: evaluate_model(EvaluateRequest(model=str(tiny_model), goldens=str(path),  # noqa: E731
+                                                      max_new_tokens=2))
+    else:
+        run = make_run(workspace, "twice", tiny_model, tiny_model)
+        call = lambda: promote_checkpoint(PromoteRequest(run=str(run), goldens=str(path)))  # noqa: E731
+    if kind is None:
+        assert call().n == 3
+        return
+    with pytest.raises(UserInputError) as refused:
+        call()
+    assert refused.value.field == "goldens", refused.value
+    said = str(refused.value)
+    assert "2 distinct goldens in 3 rows: row 2 repeats row 1" in said and str(path) in said, said
+    assert not (workspace / "eval").exists() or not any((workspace / "eval").glob("baseline*")), said
+
+
 # ---------------------------------------------------------------- promote_checkpoint
 @pytest.mark.slow
 def test_worse_checkpoint_is_rejected_with_evidence(workspace, worse_model, good_model, small_task):

@@ -7,7 +7,8 @@ code_execution_reward runs every completion):
    ignore SIGCHLD, so that nobody would reap or count it): the run is stopped and scores as a failure naming the
    limit, and a completion run beside it in the same batch passes;
 2. the escapes of the fourth hostile round (CPU in children nobody waits for, memory in memfd files and SysV
-   shared memory, the host's /proc, a busy thread after the last answer): each row failed before the fix;
+   shared memory, the host's /proc, a busy thread after the last answer) and of the seventeenth (the tester's own
+   work on what the solution sends: a huge integer, answers padded to be parsed): each row failed before the fix;
 (3. every way a test can end x every test style: tests/test_sandbox_endings.py, against pytest and unittest.)
 
 The limit rows are generated from `Limits` itself: a field without a probe fails `test_every_limit_has_a_probe`.
@@ -388,13 +389,50 @@ def test_add():
             break
         time.sleep(0.02)
 """
+# Round 17 (b08): the tester's own work on what the solution sends, outside the budget. A raw line on the answer
+# pipe, before any request, holding one huge integer (CPython parses it in time that grows with the square of its
+# digits: the tester parsed it until the timeout), or a fraction of one; answers each padded with 8 MB of data the
+# tester parses, the test's 40 calls each answered right.
+RAW_ANSWER = """\
+import os, stat, fcntl, time
+for fd in map(int, os.listdir('/proc/self/fd')):
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        continue
+    if fd > 2 and stat.S_ISFIFO(st.st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:
+        os.write(fd, b'{{"names": [["add", {number}]]}}\\n')
+time.sleep(60)
+def add(a, b):
+    return a + b
+"""
+PADDED = """\
+import json
+_dumps, _pad = json.dumps, ', "pad": [' + '1,' * 4_000_000 + '1]}'
+def _padded(message, **kwargs):  # the solution process's own json.dumps: its answers, cheap for it to pad
+    text = _dumps(message, **kwargs)
+    return text[:-1] + _pad if type(message) is dict and "value" in message else text
+json.dumps = _padded
+def add(a, b):
+    return a + b
+"""
+FORTY_CALLS = "def test_add():\n" + "".join(f"    assert add(2, {i}) == {2 + i}\n" for i in range(40))
 ESCAPES = {
     "CPU in children reaped by the kernel (SIGCHLD ignored)": (CHURN, TEST_ADD, {"cpu_s": 0.5}),
     "memory in memfd files": (MEMFD, TEST_ADD, {}),
     "memory in SysV shared memory": (SYSV, TEST_ADD, {}),
     "a busy thread after the last answer": (BUSY_THREAD, AFTER_LAST_ANSWER, {"cpu_s": 0.5}),
     "a busy re-parented grandchild after the last answer": (BUSY_DETACHED, AFTER_LAST_ANSWER, {"cpu_s": 0.5}),
+    "a 15-million-digit integer the tester parses": (RAW_ANSWER.format(number="1" * 15_000_000), TEST_ADD,
+                                                     {"cpu_s": 0.5}),
+    "a fraction of a 3-million-digit numerator": (RAW_ANSWER.format(
+        number='{"$": "fraction", "v": [' + "1" * 3_000_000 + ", 1]}"), TEST_ADD, {"cpu_s": 0.5}),
+    "answers padded with 8 MB the tester parses, 40 calls": (PADDED, FORTY_CALLS, {"cpu_s": 0.5}),
 }
+# what the failure of a row must say, where the row's own defence names it
+ESCAPE_ERRORS = {"a 15-million-digit integer the tester parses": "sent an integer of over 10000 digits",
+                 "a fraction of a 3-million-digit numerator": "sent an integer of over 10000 digits",
+                 "answers padded with 8 MB the tester parses, 40 calls": "used its 0.5 s of CPU time"}
 
 
 LAYERS = ("as this machine gives", "no cgroup")  # the second: the seccomp filter and the tester's sums alone
@@ -423,6 +461,7 @@ def test_an_escape_of_the_fourth_round_is_stopped(escape_results, escape, layer)
     probe, right = escape_results[(escape, layer)]
     assert not probe.passed, (escape, probe.seconds, probe.output[-500:])
     assert not probe.timed_out, (escape, probe.error, probe.seconds)
+    assert ESCAPE_ERRORS.get(escape, "") in (probe.error or ""), (escape, probe.error)
     assert right.passed, (escape, right.error)
 
 

@@ -18,6 +18,7 @@ from mcp_server.diagnosis.success_rate import baseline_signal_warning
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, render_prompt
+from mcp_server.evaluation.goldens import refuse_repeated
 from mcp_server.evaluation.graders_apart import grade
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.replay_scores import same_score, stored_items
@@ -209,6 +210,8 @@ def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or "prompt" not in row:
             raise UserInputError(field, f"{path} row {i} has no `prompt` column (text or chat messages)")
+    if field == "goldens":  # the evidence of a promotion (goldens.py); the drift suite only guards against a drop
+        refuse_repeated(rows, path, field)
     return rows
 
 

@@ -34,6 +34,8 @@ import os
 import resource
 import signal
 import sys
+import threading
+import time
 
 try:  # on the host, as part of the package
     from .harness_solution import serve
@@ -51,6 +53,11 @@ except ImportError:  # in the sandbox, where sandbox.py installs the harness's m
 # traceback and linecache are imported only when needed: start-up time is most of a run's cost.
 
 PR_SET_DUMPABLE = 4
+# The longest integer the tester reads from the solution's answers (factorial(2000) has 5736 digits): CPython 3.11
+# parses one in time that grows with the square of its digits, so one 15-million-digit number kept the tester
+# busy until the timeout, outside the solution's CPU budget (round 17, b08). What the tester spends reading and
+# decoding the solution's answers counts in that budget too (Channel.reading_cpu_s, harness_watch.Watch).
+REPLY_INT_DIGITS = 10_000
 
 
 # ------------------------------------------------------------------ the tester process
@@ -69,6 +76,35 @@ class Channel:
         self.coroutines: dict[int, tuple] = {}  # id -> (the tester's coroutine, the solution's one it awaits)
         self.broken: str | None = None
         self.pid, self.cpu_s = pid, cpu_s
+        # (CPU seconds spent on the solution's answers, the main thread's CPU clock when the one in hand began or
+        # None): one tuple, replaced whole, so the watch's thread reads it consistently
+        self._clock = time.pthread_getcpuclockid(threading.get_ident())
+        self._reading: tuple[float, float | None] = (0.0, None)
+
+    def reading_cpu_s(self) -> float:
+        """CPU seconds the tester has spent reading, parsing and decoding the solution's answers, the answer in hand
+        included: the solution's work, counted in its budget (harness_watch.Watch); from any thread."""
+        spent, since = self._reading
+        return spent + (time.clock_gettime(self._clock) - since if since is not None else 0.0)
+
+    def _begin(self) -> None:
+        self._reading = (self._reading[0], time.clock_gettime(self._clock))
+
+    def _end(self) -> None:
+        spent, since = self._reading
+        if since is not None:
+            self._reading = (spent + time.clock_gettime(self._clock) - since, None)
+
+    def _parse(self, line: bytes):
+        """The answer line as JSON, no integer in it over REPLY_INT_DIGITS digits (ValueError)."""
+        bound = hasattr(sys, "set_int_max_str_digits")
+        if bound:
+            sys.set_int_max_str_digits(REPLY_INT_DIGITS)
+        try:
+            return json.loads(line)
+        finally:
+            if bound:
+                sys.set_int_max_str_digits(0)  # the tests' own integers are not bounded
 
     def _ended(self, tries: int = 20) -> str | None:
         """How the solution process ended, once its pipe closed (it may take a moment to become a zombie); None
@@ -135,28 +171,36 @@ class Channel:
         try:
             self.out.write(json.dumps(message, allow_nan=False).encode() + b"\n")
             self.out.flush()
+            self._begin()
             line = self.inp.readline(MAX_MESSAGE + 1)
         except OSError as exc:
             line, why = b"", f"closed its pipe ({exc})"
         else:
             why = (self._ended() or "closed its pipe") if not line else "sent an answer over 16 MB or cut short"
-        if line.endswith(b"\n"):
-            try:
-                reply = json.loads(line)
-            except (ValueError, RecursionError):
-                reply = None
-            if type(reply) is dict:
-                return reply
-            why = "sent an answer that is not a JSON object"
+        try:
+            if line.endswith(b"\n"):
+                reply, why = None, "sent an answer that is not a JSON object"
+                try:
+                    reply = self._parse(line)
+                except (ValueError, RecursionError) as exc:
+                    if "integer string conversion" in str(exc):
+                        why = f"sent an integer of over {REPLY_INT_DIGITS} digits"
+                if type(reply) is dict:
+                    return reply
+        finally:
+            self._end()
         self.broken = f"the solution process {why}"[:300]
         raise SolutionGone(self.broken)
 
     def decode(self, node):
+        self._begin()
         try:
             return decode(node, self.remote)
         except Exception as exc:  # noqa: BLE001 - e.g. an unhashable key, Fraction(1, 0), a bad Decimal
             self.broken = f"the solution answered with something that is not data ({exc})"[:300]
             raise SolutionGone(self.broken) from None
+        finally:
+            self._end()
 
     def ask(self, message: dict, args: tuple = ()):
         reply = self.exchange(message)
@@ -408,7 +452,8 @@ def main() -> None:
         _CHANNEL = channel = Channel(requests_w, replies_r, solution_pid, float(limits.get("cpu_s") or 0))
         # the whole sandbox's CPU and memory (harness_watch.py); started before the rlimits, as one of the tasks
         # the process limit allows the tester
-        watch = Watch(channel.cpu_s, limits["as"], lambda why: setattr(channel, "broken", why))
+        watch = Watch(channel.cpu_s, limits["as"], lambda why: setattr(channel, "broken", why),
+                      channel.reading_cpu_s)
         watch.start()
         os.chdir("/tmp")
         set_limits(limits)

@@ -4,8 +4,10 @@ The rlimits each process sets (harness_wire.set_limits) are per process: a forke
 address space of its own, so eight children could each burn the timeout's CPU and hold the per-process memory.
 The tester is the init of the sandbox's pid namespace, so /proc lists every process of the sandbox and nothing
 else: a thread of the tester adds up, every few milliseconds, the CPU time of all of them (live ones, the
-children they reaped, and those the tester reaped) and their resident memory. Over the budget, it kills every
-process of the sandbox but itself (kill(-1) from a namespace's init) and says why; the run fails.
+children they reaped, and those the tester reaped) and their resident memory, and the tester's own CPU time spent
+reading, parsing and decoding the solution's answers (work the solution makes it do: round 17's 15-million-digit
+integer kept it parsing until the timeout; the tests' own work in the tester is not counted). Over the budget, it
+kills every process of the sandbox but itself (kill(-1) from a namespace's init) and says why; the run fails.
 
 The sums are complete because every process that ends is either waited for (its time then counts in its
 parent's, or in the tester's RUSAGE_CHILDREN) or stays a zombie /proc still lists: the seccomp filter refuses a
@@ -29,8 +31,9 @@ CPU_SLACK_S = 0.1  # the solution process's own budget (its ITIMER_PROF) ends a 
 
 
 class Watch:
-    def __init__(self, cpu_s: float, memory_bytes: int, on_exceeded) -> None:
+    def __init__(self, cpu_s: float, memory_bytes: int, on_exceeded, tester_cpu_s=None) -> None:
         self.cpu_s, self.memory_bytes, self.on_exceeded = cpu_s, memory_bytes, on_exceeded
+        self.tester_cpu_s = tester_cpu_s  # the tester's CPU seconds on the solution's answers (harness.Channel)
         self.exceeded: str | None = None
         self.peak_bytes, self.peak_cpu_s = 0, 0.0
         self.tick, self.page = os.sysconf("SC_CLK_TCK"), resource.getpagesize()
@@ -43,9 +46,10 @@ class Watch:
         self._stop.set()
 
     def usage(self) -> tuple[float, int]:
-        """(CPU seconds, resident bytes) of every process of the sandbox but the tester."""
+        """(CPU seconds, resident bytes) of every process of the sandbox but the tester, and the CPU seconds the
+        tester spent reading the solution's answers."""
         reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu, rss = reaped.ru_utime + reaped.ru_stime, 0
+        cpu, rss = reaped.ru_utime + reaped.ru_stime + (self.tester_cpu_s() if self.tester_cpu_s else 0.0), 0
         for name in os.listdir("/proc"):
             if not name.isdigit() or name == "1":
                 continue

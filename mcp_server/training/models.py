@@ -235,7 +235,8 @@ class RunRequest(Request):
         default=None,
         description="resume_training only: config changes to resume with (after a guard stop, the root-cause "
         "finding's patch from diagnose_run or train/logs/guard.json). Validated against the launched config; the "
-        "inspection verdict's pins move for exactly what it changes; after a guard stop the run resumes from the "
+        "inspection verdict's pins move for exactly what it changes (a field the verdict pins only to a value the "
+        "stop's findings in guard.json propose: anything else is refused); after a guard stop the run resumes from the "
         "last checkpoint saved before the stop's step.",
     )
     refilter: DifficultyFilter | None = Field(

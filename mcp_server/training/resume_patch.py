@@ -5,6 +5,7 @@ train/config.yaml and validated first; a patch that does not validate is refused
 the config is written, and after a guard stop the inspection verdict's pins move for exactly the pins the patch
 changes (a longer max_completion_length changes the sampling pin, a learning rate none), never the model's or the
 data's: everything else the verdict vouches for must still match, so the gate still refuses any other change. A
+pinned field changes only to a value the stop's findings (guard.json) propose: anything else is refused by name. A
 run that was never guard-stopped moves no pin: its patch may change only what the verdict does not pin. The run
 record keeps the patch (run.json `resume_patch`). After a guard stop the checkpoint resumed from is the last one
 saved before the stop's step: the one saved at the stop already holds the failure.
@@ -135,6 +136,17 @@ def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal]
         return [GateRefusal(gate="config", message="the patch changes what a resume cannot apply: " + "; ".join(
             f"{k}: {why}" for k, why in idle.items()), how_to_clear=f"drop {', '.join(idle)} from the patch, or "
             "emit_grpo_config into a new run directory with the change and train it from the start")], _nothing, {}
+    beyond = unproposed(run, spec.values, patch)
+    if beyond:
+        return [GateRefusal(gate="config", message="after the guard's stop the patch may change what the "
+                            "inspection verdict pins only as the guard's findings (train/logs/guard.json) propose: "
+                            + "; ".join(f"{k}: {json.dumps(patch[k], default=str)} is not proposed (" + (
+                                "the findings propose " + " or ".join(json.dumps(v, default=str) for v in values)
+                                if values else "no finding proposes a change of it") + ")"
+                                for k, values in beyond.items()),
+                            how_to_clear=f"drop {', '.join(beyond)} from the patch (or use a finding's value); a "
+                            "setting nobody reviewed needs a review of its own: emit_grpo_config into a new run "
+                            "directory with it, sample, inspect and record its verdict")], _nothing, {}
     problems = patch_problems(spec, patch)
     if problems:
         return [GateRefusal(gate="config", message="the patched config does not validate: " + "; ".join(problems),
@@ -242,9 +254,30 @@ def apply_refilter(run: Run, rule) -> tuple[list[GateRefusal], Callable[[], None
     return [], undo, done
 
 
-def _guard_stop(run: Run) -> dict | None:
-    """The trainer's stopped.json when the run's guard stopped its last launch, else None: stopped.json says so, the
-    guard's own record (guard.json)
+def unproposed(run: Run, launched: dict, patch: dict) -> dict[str, list]:
+    """After a guard stop: {field: the values the stop's findings' patches propose for it} for each field of
+    `patch` the verdict pins (config.fields.pinned) whose value it changes to one no finding of the guard's own
+    guard.json proposes (round 17, b05: the root cause's patch plus temperature 1.9 and top_k 3 moved the sampling
+    pin). {} without a guard stop: then no pin moves, and the inspection gate refuses a pinned change itself."""
+    stop = _guard_stop(run)
+    if stop is None:
+        return {}
+    proposed: dict[str, list] = {}
+    for finding in stop[1].get("findings") or []:
+        if isinstance(finding, dict) and isinstance(finding.get("patch"), dict):
+            for key, value in finding["patch"].items():
+                proposed.setdefault(key, []).append(value)
+
+    def same(a, b) -> bool:  # 0 and 0.0 alike, never True and 1
+        return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+    return {k: proposed.get(k, []) for k, v in patch.items() if pinned(k) and (k not in launched or not same(
+        launched[k], v)) and not any(same(v, p) for p in proposed.get(k, []))}
+
+
+def _guard_stop(run: Run) -> tuple[dict, dict] | None:
+    """(stopped.json, guard.json), the trainer's, when the run's guard stopped its last launch, else None:
+    stopped.json says so, the guard's own record (guard.json)
     holds the same stop (code and step) among its hard findings, and both are the trainer's (signed: evidence.py)
     of the run's last launch (the launcher's record of it, runrecord.launch_of). A hand-written stopped.json or
     guard.json moves no pin (issue 48)."""
@@ -255,7 +288,7 @@ def _guard_stop(run: Run) -> dict | None:
     hard = {f.get("code") for f in guard.get("findings") or [] if isinstance(f, dict) and f.get("severity") == "error"}
     same = (stopped.get("launch_id") == guard.get("launch_id") and decision.get("code") == stopped.get("code") in hard
             and decision.get("step") == stopped.get("step"))
-    return stopped if same else None
+    return (stopped, guard) if same else None
 
 
 def _last_launch(run: Run, path: Path) -> dict | None:
@@ -273,7 +306,7 @@ def _write(run: Run, config: dict, patch: dict, n: int, kept: Path) -> None:
     needs its own review). A run never guard-stopped moves nothing, so the gate refuses a patch of anything the
     verdict pins."""
     verdict = read_json_if_present(run.verdict)
-    stop = _guard_stop(run)
+    stop = (_guard_stop(run) or (None,))[0]
     before = config_pins(run) if isinstance(verdict, dict) and stop is not None else None
     why = (f"after the guard's stop at step {stop.get('step')} ({stop.get('code')})" if stop is not None else
            "resume_training's patch") + f"; the launched config is {kept.relative_to(run.dir)}"
