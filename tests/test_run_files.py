@@ -275,3 +275,54 @@ def test_a_file_a_run_appends_to_planted_as_a_link_or_pipe_is_refused_never_writ
     assert name.rsplit("/", 1)[-1] in said, said
     if "gate" in PLANTED:  # the launch gate names it before anything starts
         assert any("stdout.log" in message for message in PLANTED["gate"]), PLANTED["gate"]
+
+
+# ---------------------------------------------------------------- the run's launch lock, planted (round 17, b02)
+# `<run>/.launch.lock` as a link to a file outside the workspace: launch_training and resume_training opened it
+# O_RDWR|O_CREAT and truncated it, before any gate (a refused launch too). Every lock a door opens x every form
+# of a file that is not the run's own: refused, named, the file behind it untouched (nor made, for a dangling
+# link), the door answering at once.
+LOCK_FORMS = {
+    "symlink": lambda lock, outside: lock.symlink_to(outside),
+    "dangling-symlink": lambda lock, outside: (outside.unlink(), lock.symlink_to(outside)),
+    "hardlink": lambda lock, outside: os.link(outside, lock),
+    "fifo": lambda lock, outside: os.mkfifo(lock),
+    "directory": lambda lock, outside: lock.mkdir(),
+}
+
+
+def _lock_door(door: str, run_dir: Path):
+    from mcp_server.training.launch import launch_training, resume_training
+    from mcp_server.training.models import LaunchRequest, RunRequest, StopRequest
+    from mcp_server.training.status import stop_training
+
+    if door == "launch_training":
+        return launch_training(LaunchRequest(run=str(run_dir), archive_previous=True))
+    if door == "resume_training":
+        return resume_training(RunRequest(run=str(run_dir)))
+    return stop_training(StopRequest(run=str(run_dir), timeout_s=1))
+
+
+@pytest.mark.parametrize("door", ["launch_training", "resume_training", "stop_training"])
+@pytest.mark.parametrize("form", sorted(LOCK_FORMS))
+def test_a_launch_lock_that_is_no_file_of_the_run_is_refused_never_opened_through(form, door, made, tmp_path):
+    run_dir = made.parent / f"lock-{form}-{door}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made, run_dir, symlinks=True)
+    outside = tmp_path / "notes.txt"
+    outside.write_text("a file of the person, outside the workspace\n")
+    lock = run_dir / ".launch.lock"
+    lock.unlink(missing_ok=True)
+    LOCK_FORMS[form](lock, outside)
+    try:
+        result = _answer(lambda: _lock_door(door, run_dir))
+        if door != "stop_training":  # the lock is taken first: refused there, naming it
+            said = " ".join(r.message for r in result.refusals)
+            assert not result.launched and [r.gate for r in result.refusals] == ["lock"], said
+            assert ".launch.lock" in said, said
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if form == "dangling-symlink":
+        assert not outside.exists()
+    else:
+        assert outside.read_text() == "a file of the person, outside the workspace\n"

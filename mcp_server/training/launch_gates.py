@@ -26,7 +26,7 @@ from mcp_server.training.environment import environment_report
 from mcp_server.training.launchers import LaunchPlan
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE
 from mcp_server.training.models import GateRefusal, LaunchResult
-from mcp_server.training.runlock import RunLocked, cancel_requested
+from mcp_server.training.runlock import LockNotOurs, RunLocked, cancel_requested
 from mcp_server.training.runstate import derive_state
 from mcp_server.userfiles import not_regular
 from mcp_server.worker import apart
@@ -253,7 +253,12 @@ def refused(run: Run, refusals: list[GateRefusal], state: str) -> LaunchResult:
     )
 
 
-def locked(run: Run, exc: RunLocked) -> LaunchResult:
+def locked(run: Run, exc: RunLocked | LockNotOurs) -> LaunchResult:
+    if isinstance(exc, LockNotOurs):  # round 17, b02: a link there was truncated through, even by a refused launch
+        return refused(run, [GateRefusal(
+            gate="lock", message=f"{run.name}: {exc}", how_to_clear="remove .launch.lock from the run directory "
+            "(the file launch_training locks is the run's own: it makes a new one), then launch or resume again")],
+            derive_state(run).state)
     return refused(run, [GateRefusal(
         gate="lock", message=str(exc),
         how_to_clear=f"wait for that call (pid {exc.holder.get('pid', 'unknown')}) to finish, then training_status; "
