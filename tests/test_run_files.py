@@ -32,6 +32,7 @@ KINDS = {
     "device": lambda path: path.symlink_to("/dev/zero"),
 }
 SUCCEEDED = next(c for c in reversed(CELLS) if c.phase == "succeeded" and not c.variant)
+STOPPED = next(c for c in CELLS if c.phase == "stopped" and not c.variant)
 ANSWER_WITHIN_S = 10
 ANSWER_MORE_BYTES = 1 << 30
 
@@ -49,6 +50,7 @@ def made(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
         mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        build(root, template, STOPPED)  # for the resume rows
         yield build(root, template, SUCCEEDED)
 
 
@@ -326,3 +328,32 @@ def test_a_launch_lock_that_is_no_file_of_the_run_is_refused_never_opened_throug
         assert not outside.exists()
     else:
         assert outside.read_text() == "a file of the person, outside the workspace\n"
+
+
+# Round 17, b06: a stopped run, a link planted where the resumed trainer saves its next checkpoint
+# (checkpoints/checkpoint-<k+1>/trainer_state.json -> a file outside): resume_training started, and the trainer
+# wrote through it. Now the logs gate refuses it, naming it, before anything starts (launch_gates.link_refusals:
+# every entry under the output_dir, train/logs/ and cache/; the rows: test_run_tampering's link table).
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_resume_refuses_a_link_planted_where_the_trainer_saves_next(kind, made, tmp_path):
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    stopped = made.parent / STOPPED.id.replace("/", "--")
+    run_dir = made.parent / f"planted-checkpoint-{kind}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(stopped, run_dir, symlinks=True)
+    outside = tmp_path / "victim.json"
+    outside.write_text("a file of the person, outside the workspace\n")
+    latest = max(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
+    planted = run_dir / "checkpoints" / f"checkpoint-{latest + 1}" / "trainer_state.json"
+    planted.parent.mkdir()
+    planted.symlink_to(outside) if kind == "symlink" else os.link(outside, planted)
+    try:
+        result = _answer(lambda: resume_training(RunRequest(run=str(run_dir))))
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    said = " ".join(r.message for r in result.refusals)
+    assert not result.launched and [r.gate for r in result.refusals] == ["logs"], said
+    assert f"checkpoint-{latest + 1}/trainer_state.json" in said, said
+    assert outside.read_text() == "a file of the person, outside the workspace\n"
