@@ -116,6 +116,41 @@ def test_a_run_file_that_is_no_file_is_named_and_never_waited_on(member, kind, m
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+# Round 17, b07: one sparse file (no disk used) at run.json, train/request.json or train/config.yaml was read whole:
+# list_runs held 4.2 GiB for a 2 GiB hole, and a file of about 6 GiB would take the machine down. Every file of the
+# layout x sparse beyond what _answer lets the process take: both doors answer, in bounded memory (a whole read is
+# a MemoryError under that bound), and whatever they refuse names the file. A log read in bounded pieces (its
+# tail, progress.jsonl past the hole) has nothing to refuse.
+@pytest.mark.parametrize("member", file_members())
+def test_an_oversized_run_file_is_never_read_whole(member, made):
+    from mcp_server.errors import UserInputError
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import list_runs, training_status
+
+    run_dir = made.parent / f"{member}--sparse"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made, run_dir, symlinks=True)
+    path = getattr(Run(run_dir), member)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.write_bytes(b"")
+    os.truncate(path, 3 * ANSWER_MORE_BYTES)
+    where = str(path.relative_to(run_dir))
+    try:
+        listed = {Path(r.run_dir).name: r for r in _answer(list_runs).runs}[run_dir.name]
+        try:
+            said = _answer(lambda: training_status(StatusRequest(run=str(run_dir)))).message
+        except UserInputError as exc:
+            said = str(exc)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    for answer in (listed.error or "", said):
+        if "bytes a file read whole may hold" in answer:
+            assert where in answer, answer
+    if listed.state == "unreadable":
+        assert where in listed.error, listed.error
+
+
 def test_the_layout_declares_its_folders():
     """Every declared folder is a member of Run, and every member is a folder or a file with rows above."""
     members = {name for name, m in vars(Run).items() if isinstance(m, property)}
