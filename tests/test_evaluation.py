@@ -541,7 +541,7 @@ def test_a_default_grader_that_reads_a_tag_no_reply_holds_is_a_loud_warning(work
     which reads <answer>: a read-only 0/30 baseline and no word that no reply held the tag. The CLI now says so,
     first, in the result too, and names --graders; with the task's own grader given there is nothing to warn of."""
     goldens = field_task(workspace / "goldens.jsonl")
-    proc = run_cli("evaluate-model", "tiny", "--goldens", str(goldens), "--max-new-tokens", "5", cwd=workspace)
+    proc = run_cli("evaluate-model", "tiny", "--goldens", str(goldens), "--max-new-tokens", "4", cwd=workspace)
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
     assert first.startswith("WARNING: correctness_reward paid nothing on all 6 goldens: no reply holds <answer>"), \
