@@ -1357,8 +1357,9 @@ MUTATIONS: tuple[Mutation, ...] = (
       "verdict: a temperature (or any sampling setting) edited by hand after the review is adopted into the verdict "
       "along with the patch's own field, and the gate no longer refuses it"),
     M("m7-runs-log-tail-pipe", "runs", "mcp_server/training/runstate.py",
-      "        with open_regular(path) as handle:\n            handle.seek(0, os.SEEK_END)",
-      '        with open(path, "rb") as handle:\n            handle.seek(0, os.SEEK_END)',
+      "        with open_regular(path, limit=None) as handle:  # its tail only\n"
+      "            handle.seek(0, os.SEEK_END)",
+      '        with open(path, "rb") as handle:  # its tail only\n            handle.seek(0, os.SEEK_END)',
       "train/logs/stdout.log replaced by a named pipe (or a device) hangs training_status: the log tail opens it "
       "for reading and blocks, instead of saying it is not a regular file"),
     # diagnosis: what it reads (numbers in a log, the row filter, the run's stdout, the inspection's lengths)

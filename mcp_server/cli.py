@@ -13,6 +13,8 @@ only that: whatever the work prints (a reward module at its import) goes to stde
 Exit code 0 on success (for validation: only when the config is valid), 1 on a failed check, 2 on bad input
 (the message names the field or file), 3 on an unexpected error (one line; LLM_FINETUNING_DEBUG=1 shows the traceback),
 141 when the reader of the output went away (`| head`), quietly; 130 on Ctrl-C, with one line saying what was kept.
+A standard stream closed at start (`cmd >&-`, a service without one) is /dev/null for the command (never a file it
+opens later); the command runs, and a closed stdout is said on stderr (its result went nowhere).
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     before, worker.route = worker.route, _route
     try:
         if argv is None:
+            _reserve_standard_streams()
             worker.holds_protocol = True  # workspace code runs in a worker, never beside the result's descriptor
             _as_process(sys.argv[1:])
         return _main(argv)
@@ -159,6 +162,33 @@ def _as_process(argv: list[str]) -> None:
             pass
     atexit._run_exitfuncs()  # this process's scratch folder removed, as at a normal exit
     os._exit(code)
+
+
+STREAMS = ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w"))
+
+
+def _reserve_standard_streams() -> None:
+    """Descriptors 0, 1 and 2 closed at start (`llm-finetuning list-runs >&-`, a cron or service without them) are
+    opened on /dev/null, and Python's stream for each (None then) made on it (round 17, b10: every command died
+    with an AttributeError on sys.stdout.flush). Never left closed: the next file the command opened would take
+    the number, and the result or a reward module's print would be written into it. With stdout closed the command
+    runs, and stderr (when open) says that its result was not written."""
+    closed = []
+    for fd, name, mode in STREAMS:
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(name)
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                                    closefd=False, **({"buffering": 1} if fd else {})))
+    if "stdout" in closed and "stderr" not in closed:
+        print("llm-finetuning: standard output is closed: the command runs, its result goes nowhere (redirect it "
+              "to a file to keep it)", file=sys.stderr, flush=True)
 
 
 def _result_apart() -> None:

@@ -278,7 +278,24 @@ def open_append_nofollow(path: Path):
     where a log goes (train/logs/stdout.log -> a file elsewhere) is an OSError (ELOOP); a hard link (a second name
     of a file elsewhere: `ln ~/.bashrc train/logs/stdout.log`, issue 48 round 9), a pipe or a device is a
     NotRegularFile naming the file and what it is, judged on the descriptor opened (never a write elsewhere)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    fd = open_own_file(path, os.O_WRONLY | os.O_APPEND)
+    return os.fdopen(fd, "ab")
+
+
+def open_own_file(path: Path, flags: int, create: bool = True) -> int:
+    """A descriptor on `path` (opened with `flags`, created if missing when `create`) only when it is the run's own
+    file: never through a symbolic link (O_NOFOLLOW: NotRegularFile naming it), and a hard link (a second name of a
+    file elsewhere), a pipe, a device or a folder is a NotRegularFile naming the file and what it is, judged on the
+    descriptor before a byte is written. Every writer that writes in place (a log appended to, the run's launch
+    lock: round 17, b02, `ln -s ~/notes <run>/.launch.lock` had launch_training truncate the notes) opens so."""
+    try:
+        fd = os.open(path, flags | (os.O_CREAT if create else 0) | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                     0o644)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR) or (exc.errno == errno.ENXIO and os.path.islink(path)):
+            what = "a symbolic link" if os.path.islink(path) else "a folder"
+            raise NotRegularFile(exc.errno, f"{path} is {what}: not opened, never written through") from None
+        raise
     try:
         found = os.fstat(fd)
         what = (None if _stat.S_ISREG(found.st_mode) else not_regular(path) or "not a regular file") or (
@@ -287,7 +304,7 @@ def open_append_nofollow(path: Path):
         if what:
             raise NotRegularFile(errno.EMLINK, f"{path} is {what}: not written")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "ab")
+        return fd
     except BaseException:
         os.close(fd)
         raise

@@ -112,3 +112,24 @@ def test_a_command_in_a_deleted_directory_says_so_and_ends(command, door, tmp_pa
                           text=True, timeout=180)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "cwd: the current directory no longer exists" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+# Round 17, b10: any command with stdout closed (`cmd >&-`, cron, a service manager) died at once with
+# "unexpected AttributeError: 'NoneType' object has no attribute 'flush'", exit 3. A closed standard stream is
+# /dev/null for the command: it runs, exits as it would, and a closed stdout is said on stderr.
+CLOSED = {"stdout": ">&-", "stderr": "2>&-", "stdout and stderr": ">&- 2>&-", "stdin and stdout": "<&- >&-"}
+
+
+@pytest.mark.slow  # the CLI as the person ran it, a process
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["human", "json"])
+@pytest.mark.parametrize("closed", sorted(CLOSED))
+def test_a_command_with_a_standard_stream_closed_runs_and_says_so(closed, json_flag, tmp_path):
+    (tmp_path / "runs").mkdir()
+    script = f'exec "$@" {CLOSED[closed]}'
+    proc = subprocess.run(["sh", "-c", script, "sh", sys.executable, "-m", "mcp_server.cli", "list-runs", *json_flag],
+                          cwd=tmp_path, env=checkout_env({"LLM_FINETUNING_WORKSPACE": str(tmp_path)}),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "Error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    if closed == "stdout" or closed == "stdin and stdout":
+        assert "standard output is closed" in proc.stderr, proc.stderr

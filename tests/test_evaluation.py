@@ -668,3 +668,28 @@ def test_promote_prefers_the_baseline_at_the_runs_budget_and_says_when_it_has_no
     assert at_budget.max_new_tokens == MAX_NEW and at_budget.baseline_written
     chosen = promote_checkpoint(PromoteRequest(run=str(run)))
     assert chosen.baseline_path == at_budget.baseline_path and "decoded with up to" not in chosen.baseline_choice
+
+
+# Round 17 (its data-loss table): eval/baselines.jsonl as a hard link was refused, but as "unexpected
+# TrainingInterpreterError: NotRegularFile" (exit 3), and the unrecorded baseline stayed, blocking the next one
+# ("already exists; never overwritten"). Now a clear error naming the ledger (exit 2), the outside file untouched,
+# no unrecorded baseline left.
+@pytest.mark.parametrize("kind", ["hardlink", "symlink"])
+def test_a_baseline_ledger_that_is_a_link_is_named_and_nothing_is_kept(workspace, tiny_model, small_task, kind,
+                                                                      tmp_path):
+    goldens, _ = small_task
+    outside = tmp_path / "precious.txt"
+    outside.write_text("precious\n")
+    ledger = workspace / "eval" / "baselines.jsonl"
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    before = set(ledger.parent.iterdir())
+    ledger.unlink(missing_ok=True)
+    os.link(outside, ledger) if kind == "hardlink" else ledger.symlink_to(outside)
+    try:
+        proc = run_cli("evaluate-model", "tiny", "--goldens", str(goldens), "--max-new-tokens", "5", cwd=workspace)
+    finally:
+        ledger.unlink()
+    assert proc.returncode == 2 and "baselines.jsonl" in proc.stderr, (proc.returncode, proc.stderr[-2000:])
+    assert "unexpected" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert outside.read_text() == "precious\n"
+    assert set(ledger.parent.iterdir()) - {ledger} <= before, set(ledger.parent.iterdir())

@@ -152,6 +152,11 @@ def test_a_place_of_launch_evidence_in_each_form(place, form, workspace):
         state = [r for r in result.refusals if r.gate == "state"]
         if launched:
             assert state and f"it holds {named[0]})" in state[0].message, result.refusals
-        else:  # on to the next gate: the run was never inspected
-            assert not state and result.refusals[0].gate == "inspection", result.refusals
+        else:  # on to the next gates: the run was never inspected; a link where training writes (train/logs/, the
+            # output_dir) is the logs gate's too, named (round 17, b06)
+            gates = [r.gate for r in result.refusals]
+            planted = form == "a link to nothing" and place in ("logs", "checkpoints", "output_dir")
+            want = ["logs", "inspection"] if planted else ["inspection"]
+            assert not state and gates[:len(want)] == want, result.refusals
+            assert not planted or "completions/latest" in result.refusals[0].message, result.refusals
     assert os.path.lexists(run_dir / rel) == (form != "absent")  # neither door moved or removed it

@@ -32,6 +32,7 @@ KINDS = {
     "device": lambda path: path.symlink_to("/dev/zero"),
 }
 SUCCEEDED = next(c for c in reversed(CELLS) if c.phase == "succeeded" and not c.variant)
+STOPPED = next(c for c in CELLS if c.phase == "stopped" and not c.variant)
 ANSWER_WITHIN_S = 10
 ANSWER_MORE_BYTES = 1 << 30
 
@@ -49,6 +50,7 @@ def made(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
         mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        build(root, template, STOPPED)  # for the resume rows
         yield build(root, template, SUCCEEDED)
 
 
@@ -112,6 +114,41 @@ def test_a_run_file_that_is_no_file_is_named_and_never_waited_on(member, kind, m
         assert where in said and "not a" in said, said
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+# Round 17, b07: one sparse file (no disk used) at run.json, train/request.json or train/config.yaml was read whole:
+# list_runs held 4.2 GiB for a 2 GiB hole, and a file of about 6 GiB would take the machine down. Every file of the
+# layout x sparse beyond what _answer lets the process take: both doors answer, in bounded memory (a whole read is
+# a MemoryError under that bound), and whatever they refuse names the file. A log read in bounded pieces (its
+# tail, progress.jsonl past the hole) has nothing to refuse.
+@pytest.mark.parametrize("member", file_members())
+def test_an_oversized_run_file_is_never_read_whole(member, made):
+    from mcp_server.errors import UserInputError
+    from mcp_server.training.models import StatusRequest
+    from mcp_server.training.status import list_runs, training_status
+
+    run_dir = made.parent / f"{member}--sparse"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made, run_dir, symlinks=True)
+    path = getattr(Run(run_dir), member)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.write_bytes(b"")
+    os.truncate(path, 3 * ANSWER_MORE_BYTES)
+    where = str(path.relative_to(run_dir))
+    try:
+        listed = {Path(r.run_dir).name: r for r in _answer(list_runs).runs}[run_dir.name]
+        try:
+            said = _answer(lambda: training_status(StatusRequest(run=str(run_dir)))).message
+        except UserInputError as exc:
+            said = str(exc)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    for answer in (listed.error or "", said):
+        if "bytes a file read whole may hold" in answer:
+            assert where in answer, answer
+    if listed.state == "unreadable":
+        assert where in listed.error, listed.error
 
 
 def test_the_layout_declares_its_folders():
@@ -275,3 +312,83 @@ def test_a_file_a_run_appends_to_planted_as_a_link_or_pipe_is_refused_never_writ
     assert name.rsplit("/", 1)[-1] in said, said
     if "gate" in PLANTED:  # the launch gate names it before anything starts
         assert any("stdout.log" in message for message in PLANTED["gate"]), PLANTED["gate"]
+
+
+# ---------------------------------------------------------------- the run's launch lock, planted (round 17, b02)
+# `<run>/.launch.lock` as a link to a file outside the workspace: launch_training and resume_training opened it
+# O_RDWR|O_CREAT and truncated it, before any gate (a refused launch too). Every lock a door opens x every form
+# of a file that is not the run's own: refused, named, the file behind it untouched (nor made, for a dangling
+# link), the door answering at once.
+LOCK_FORMS = {
+    "symlink": lambda lock, outside: lock.symlink_to(outside),
+    "dangling-symlink": lambda lock, outside: (outside.unlink(), lock.symlink_to(outside)),
+    "hardlink": lambda lock, outside: os.link(outside, lock),
+    "fifo": lambda lock, outside: os.mkfifo(lock),
+    "directory": lambda lock, outside: lock.mkdir(),
+}
+
+
+def _lock_door(door: str, run_dir: Path):
+    from mcp_server.training.launch import launch_training, resume_training
+    from mcp_server.training.models import LaunchRequest, RunRequest, StopRequest
+    from mcp_server.training.status import stop_training
+
+    if door == "launch_training":
+        return launch_training(LaunchRequest(run=str(run_dir), archive_previous=True))
+    if door == "resume_training":
+        return resume_training(RunRequest(run=str(run_dir)))
+    return stop_training(StopRequest(run=str(run_dir), timeout_s=1))
+
+
+@pytest.mark.parametrize("door", ["launch_training", "resume_training", "stop_training"])
+@pytest.mark.parametrize("form", sorted(LOCK_FORMS))
+def test_a_launch_lock_that_is_no_file_of_the_run_is_refused_never_opened_through(form, door, made, tmp_path):
+    run_dir = made.parent / f"lock-{form}-{door}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made, run_dir, symlinks=True)
+    outside = tmp_path / "notes.txt"
+    outside.write_text("a file of the person, outside the workspace\n")
+    lock = run_dir / ".launch.lock"
+    lock.unlink(missing_ok=True)
+    LOCK_FORMS[form](lock, outside)
+    try:
+        result = _answer(lambda: _lock_door(door, run_dir))
+        if door != "stop_training":  # the lock is taken first: refused there, naming it
+            said = " ".join(r.message for r in result.refusals)
+            assert not result.launched and [r.gate for r in result.refusals] == ["lock"], said
+            assert ".launch.lock" in said, said
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if form == "dangling-symlink":
+        assert not outside.exists()
+    else:
+        assert outside.read_text() == "a file of the person, outside the workspace\n"
+
+
+# Round 17, b06: a stopped run, a link planted where the resumed trainer saves its next checkpoint
+# (checkpoints/checkpoint-<k+1>/trainer_state.json -> a file outside): resume_training started, and the trainer
+# wrote through it. Now the logs gate refuses it, naming it, before anything starts (launch_gates.link_refusals:
+# every entry under the output_dir, train/logs/ and cache/; the rows: test_run_tampering's link table).
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_resume_refuses_a_link_planted_where_the_trainer_saves_next(kind, made, tmp_path):
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    stopped = made.parent / STOPPED.id.replace("/", "--")
+    run_dir = made.parent / f"planted-checkpoint-{kind}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(stopped, run_dir, symlinks=True)
+    outside = tmp_path / "victim.json"
+    outside.write_text("a file of the person, outside the workspace\n")
+    latest = max(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
+    planted = run_dir / "checkpoints" / f"checkpoint-{latest + 1}" / "trainer_state.json"
+    planted.parent.mkdir()
+    planted.symlink_to(outside) if kind == "symlink" else os.link(outside, planted)
+    try:
+        result = _answer(lambda: resume_training(RunRequest(run=str(run_dir))))
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    said = " ".join(r.message for r in result.refusals)
+    assert not result.launched and [r.gate for r in result.refusals] == ["logs"], said
+    assert f"checkpoint-{latest + 1}/trainer_state.json" in said, said
+    assert outside.read_text() == "a file of the person, outside the workspace\n"

@@ -355,7 +355,16 @@ def _link_rows() -> list[tuple[str, str]]:
     files = {_relative(path, run.dir) for path in named if isinstance(path, Path) and path.parent != run.dir
              and _relative(path.parent, run.dir) in within}  # the run's files in them (train/logs/progress.jsonl)
     return sorted({(f, "folder") for f in folders} | {(f, "file") for f in files}
-                  | {(e, "folder") for e in entries if e.rsplit("/", 1)[0] in within})
+                  | {(e, "folder") for e in entries if e.rsplit("/", 1)[0] in within} | set(DEEP_ROWS))
+
+
+# Round 17, b06: a link planted where the resumed trainer saves its next checkpoint
+# (checkpoints/checkpoint-<k+1>/trainer_state.json -> a file outside) was written through. The output_dir and every
+# entry at any depth under it, train/logs/ and cache/ (what the trainer, TRL and the libraries write) are rows too.
+DEEP_ROWS = [("checkpoints", "folder"), ("checkpoints/checkpoint-4", "folder"),
+             ("checkpoints/checkpoint-4/trainer_state.json", "file"), ("checkpoints/model.safetensors", "file"),
+             ("checkpoints/runs/events.out", "file"), ("train/logs/attempt/stdout.log", "file"),
+             ("cache/datasets/json/data.arrow", "file")]
 
 
 LINK_ROWS = _link_rows()
@@ -402,3 +411,22 @@ def test_the_launch_gate_refuses_every_link_where_training_writes(workspace, tmp
     refusals = link_refusals(Run(run_dir))
     assert [r.gate for r in refusals] == ["logs"], refusals
     assert f"{path} -> {leads}" in refusals[0].message, refusals[0].message
+
+
+@pytest.mark.parametrize("kind", ["hardlink", "fifo"])
+@pytest.mark.parametrize("path", [p for p, kind in DEEP_ROWS if kind == "file"])
+def test_the_launch_gate_refuses_a_second_name_or_a_pipe_anywhere_training_writes(workspace, tmp_path, path, kind):
+    """The same deep rows as a hard link (a second name of a file outside: O_NOFOLLOW does not stop a write
+    through it) or a pipe: refused by the logs gate naming it, before anything starts."""
+    from mcp_server.runs import Run
+    from mcp_server.training.launch_gates import link_refusals
+
+    run_dir = workspace / "runs" / "r"
+    planted = run_dir / path
+    planted.parent.mkdir(parents=True)
+    outside = tmp_path / "precious.rc"
+    outside.write_text("precious\n")
+    os.link(outside, planted) if kind == "hardlink" else os.mkfifo(planted)
+    refusals = link_refusals(Run(run_dir))
+    assert [r.gate for r in refusals] == ["logs"], refusals
+    assert path in refusals[0].message, refusals[0].message

@@ -199,8 +199,10 @@ def test_a_run_folder_linked_below_runs_is_refused_when_it_leads_outside(workspa
 def test_the_baseline_ledger_planted_as_a_link_is_never_appended_through(workspace, tmp_path, kind):
     """Round 11 D2: eval/baselines.jsonl hard-linked to a file outside had evaluate_model append its signed line
     there (O_NOFOLLOW stops a symbolic link only). The ledger is appended as every run log is
-    (workspace.open_append_nofollow): refused, the file behind it untouched."""
+    (workspace.open_append_nofollow): refused, the file behind it untouched. Round 17: refused as an error naming
+    the ledger (field eval, not an OSError that the worker reported as "unexpected"), the unrecorded baseline gone."""
     from mcp_server.evaluation.evaluate import baseline_ledger, record_baseline
+    from mcp_server.errors import UserInputError
     from mcp_server.workspace import eval_root
 
     outside = tmp_path / "precious.jsonl"
@@ -209,9 +211,9 @@ def test_the_baseline_ledger_planted_as_a_link_is_never_appended_through(workspa
     baseline = eval_root() / "baseline-x.json"
     baseline.write_text("{}")
     (baseline_ledger().symlink_to if kind == "symlink" else lambda p: os.link(p, baseline_ledger()))(outside)
-    with pytest.raises(OSError, match="baselines.jsonl|Too many levels"):
+    with pytest.raises(UserInputError, match="baselines.jsonl"):
         record_baseline(baseline)
-    assert outside.read_text() == "mine\n"
+    assert outside.read_text() == "mine\n" and not baseline.exists()
 
 
 # Round 14 F1: list_runs listed a run reached through a link out of the workspace ("evil ... succeeded") while every

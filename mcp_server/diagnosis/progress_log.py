@@ -56,7 +56,7 @@ def read_progress_records(path: str | Path, *, exact_bytes: int | None = None, s
     end. Only those are parsed, so memory stays in the tens of MB and time near the disk's read time."""
     global _last_read
     path = Path(path)
-    handle = open_regular(path)  # a device or a pipe may never end: refused (NotRegularFile is an OSError)
+    handle = open_regular(path, limit=None)  # in bounded passes; a device or a pipe: refused (an OSError)
     stat = os.fstat(handle.fileno())
     exact = PROGRESS_EXACT_BYTES if exact_bytes is None else exact_bytes
     # training_status reads the log, then its health check (diagnose_run) reads it again: the second is free.

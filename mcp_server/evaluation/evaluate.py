@@ -115,8 +115,14 @@ def record_baseline(path: Path) -> None:
     line = sign(eval_root(), baseline_ledger().name, {
         "name": path.name, "sha256": sha256_file(path), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                                      time.gmtime())}, create=True)
-    with open_append_nofollow(baseline_ledger()) as handle:  # no link, no hard link out (round 11 D2)
-        handle.write((json.dumps(line) + "\n").encode("utf-8"))
+    try:
+        with open_append_nofollow(baseline_ledger()) as handle:  # no link, no hard link out (round 11 D2)
+            handle.write((json.dumps(line) + "\n").encode("utf-8"))
+    except OSError as exc:  # round 17: a hard-linked ledger was "unexpected TrainingInterpreterError: NotRegularFile"
+        path.unlink(missing_ok=True)  # an unrecorded baseline counts for nothing and would block the next one
+        raise UserInputError("eval", f"the baseline ledger {exc.strerror or exc}; the baseline {path.name} was not "
+                             "recorded, nor kept: replace eval/baselines.jsonl with a file of the workspace's own "
+                             "(remove the link), then evaluate again") from None
 
 
 def baseline_unrecorded(path: Path) -> str | None:

@@ -49,7 +49,7 @@ from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult,
 from mcp_server.training.recording import record_in_git
 from mcp_server.training.resume_patch import (apply_patch, apply_refilter, changed_text, config_hash_refusal,
                                               last_good_checkpoint)
-from mcp_server.training.runlock import RunLocked, run_lock
+from mcp_server.training.runlock import LockNotOurs, RunLocked, run_lock
 from mcp_server.training.runrecord import checkpoints, passed_over, read_run_json
 from mcp_server.training.runstate import derive_state
 from mcp_server.workspace import archive_problem, sha256_file
@@ -94,7 +94,7 @@ def launch_training(request: LaunchRequest, report: Report = silent) -> LaunchRe
     try:
         with run_lock(run, "launch"):
             return _launch(run, request, report)
-    except RunLocked as exc:
+    except (RunLocked, LockNotOurs) as exc:
         return locked(run, exc)
 
 
@@ -185,7 +185,7 @@ def resume_training(request: RunRequest | LaunchRequest, report: Report = silent
     try:
         with run_lock(run, "resume"):
             return _naming_skipped(run, _resume(run, request, report))
-    except RunLocked as exc:
+    except (RunLocked, LockNotOurs) as exc:
         return locked(run, exc)
 
 

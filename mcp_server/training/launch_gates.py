@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import psutil
 
@@ -26,7 +27,7 @@ from mcp_server.training.environment import environment_report
 from mcp_server.training.launchers import LaunchPlan
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE
 from mcp_server.training.models import GateRefusal, LaunchResult
-from mcp_server.training.runlock import RunLocked, cancel_requested
+from mcp_server.training.runlock import LockNotOurs, RunLocked, cancel_requested
 from mcp_server.training.runstate import derive_state
 from mcp_server.userfiles import not_regular
 from mcp_server.worker import apart
@@ -43,7 +44,7 @@ def check_gates(run: Run, spec: RunSpec, environment: bool = True,
     launch trains on). `environment=False` for a run that trains elsewhere (a SLURM job): this machine's
     environment is no gate. `report`: one line per gate as it starts (issue 49: a minute of silence)."""
     report(0, None, "gates: the logs folder and the inspection verdict")
-    refusals: list[GateRefusal] = link_refusals(run) + workspace_refusals()
+    refusals: list[GateRefusal] = link_refusals(run, spec.values) + workspace_refusals()
     if missing := missing_data(run, spec.values):  # before the verdict's "content changed" (issue 49)
         refusals.append(GateRefusal(gate="config", message=str(missing), how_to_clear="put the data file back where "
                                     "train/config.yaml names it, or emit a new run on its new place"))
@@ -134,44 +135,68 @@ def workspace_refusals() -> list[GateRefusal]:
 
 
 # What link_refusals refuses as a symbolic link (Run's names of them): the folders training writes through, and
-# those whose every entry is refused as a link too (launch.sh points the datasets and matplotlib caches at cache/).
+# those whose every entry, at any depth, is refused as a link too (launch.sh points the datasets and matplotlib
+# caches at cache/); the config's output_dir (checkpoints/) is refused so as well (round 17, b06: a link planted at
+# checkpoints/checkpoint-<k+1>/trainer_state.json was written through by the resumed trainer).
 LINKS_REFUSED = ("train", "logs", "cache")
 ENTRIES_REFUSED = ("logs", "cache")
 
 
-def link_refusals(run: Run) -> list[GateRefusal]:
-    """Symbolic links where the training writes (train/, train/logs/, cache/ or an entry in either): the logs, the
-    exit code, the progress and the datasets' arrow copy would be written through them, into whatever file they
-    point at (planted in a stopped run, or unpacked with it). Refused, never followed: the writers open without
-    following links as well."""
-    links = [p for p in (getattr(run, name) for name in LINKS_REFUSED) if p.is_symlink()]
-    for folder in (getattr(run, name) for name in ENTRIES_REFUSED):
-        if folder.is_dir() and not folder.is_symlink() and not run.train.is_symlink():
-            links += sorted(p for p in folder.iterdir() if p.is_symlink())
-    shared = shared_logs(run) if not links else []
+def link_refusals(run: Run, config: dict | None = None) -> list[GateRefusal]:
+    """Symbolic links where the training writes (train/, train/logs/, cache/, the output_dir or any entry under
+    those three, at any depth): the logs, the exit code, the progress, the datasets' arrow copy and the
+    checkpoints would be written through them, into whatever file they point at (planted in a stopped run, or
+    unpacked with it); then a second name of a file there, a pipe or a device (shared_logs). Refused, never
+    followed: the writers open without following links as well. `config`: the run's, read here when not given."""
+    trees = _written_trees(run, config)
+    links = [p for p in [*(getattr(run, name) for name in LINKS_REFUSED), *trees[2:]] if p.is_symlink()]
+    for folder in trees if not run.train.is_symlink() else []:
+        links += [p for p in _entries(folder) if p.is_symlink()]
+    shared = shared_logs(run, trees) if not links else []
     if not links and not shared:
         return []
     if shared:  # a hard link is no symbolic link: O_NOFOLLOW does not stop a write through it (issue 48 round 9)
         return [GateRefusal(
-            gate="logs", message=f"{run.name} has files in train/logs/ that training appends to or writes in place "
-            f"which are not its own files ({', '.join(shared[:5])}): training would write through them",
-            how_to_clear="remove them (or move them out of train/logs/: they are not the run's files; the run "
+            gate="logs", message=f"{run.name} has files where training appends or writes in place (train/logs/, "
+            f"cache/, its checkpoints) which are not its own files ({', '.join(shared[:5])}"
+            + (f", and {len(shared) - 5} more" if len(shared) > 5 else "") + "): training would write through them",
+            how_to_clear="remove them (or move them out of the run's folders: they are not the run's files; the run "
                          "writes its own), then launch or resume again")]
     named = ", ".join(f"{one_line(str(p.relative_to(run.dir)))} -> {one_line(os.readlink(p))}" for p in links[:5])
     return [GateRefusal(
-        gate="logs", message=f"{run.name} has symbolic links where training writes its logs or cache ({named}"
-        + (f", and {len(links) - 5} more" if len(links) > 5 else "") + "): training would write through them",
-        how_to_clear="remove the links (they are not the run's files: launch_training writes real ones; a cache "
-                     "elsewhere is HF_HOME or HF_DATASETS_CACHE in the launching environment), then launch or "
-                     "resume again")]
+        gate="logs", message=f"{run.name} has symbolic links where training writes its logs, cache or checkpoints "
+        f"({named}" + (f", and {len(links) - 5} more" if len(links) > 5 else "") + "): training would write through "
+        "them", how_to_clear="remove the links (they are not the run's files: launch_training writes real ones; a "
+        "cache elsewhere is HF_HOME or HF_DATASETS_CACHE in the launching environment), then launch or resume again")]
 
 
-def shared_logs(run: Run) -> list[str]:
-    """Entries of train/logs/ that are a second name of a file (st_nlink > 1: `ln ~/.bashrc train/logs/stdout.log`
-    had the resumed training's output appended to it) or no regular file and no folder (a pipe, a device, a
-    socket), each named with what it is."""
+def _written_trees(run: Run, config: dict | None) -> list:
+    """The folders whose every entry training may write: train/logs/, cache/, then the output_dir (the config's,
+    when inside the run; checkpoints/ for a config that cannot be read)."""
+    try:
+        out = run.output_dir(run.read_config() if config is None else config)
+    except UserInputError:
+        out = run.checkpoints
+    inside = os.path.abspath(out).startswith(os.path.abspath(run.dir) + os.sep)
+    return [*(getattr(run, name) for name in ENTRIES_REFUSED), *([out] if inside else [])]
+
+
+def _entries(folder) -> list:
+    """Every entry under `folder` at any depth, sorted, links never followed; [] when it is no folder (or a link)."""
+    if folder.is_symlink() or not folder.is_dir():
+        return []
     found = []
-    for path in sorted(run.logs.iterdir()) if run.logs.is_dir() and not run.logs.is_symlink() else []:
+    for root, dirs, files in os.walk(folder):
+        found += [Path(root) / name for name in dirs + files]
+    return sorted(found)
+
+
+def shared_logs(run: Run, trees: list | None = None) -> list[str]:
+    """Entries under train/logs/ (or the `trees` given: link_refusals') that are a second name of a file
+    (st_nlink > 1: `ln ~/.bashrc train/logs/stdout.log` had the resumed training's output appended to it) or no
+    regular file and no folder (a pipe, a device, a socket), each named with what it is."""
+    found = []
+    for path in [p for folder in (trees or [run.logs]) for p in _entries(folder)]:
         try:
             mode = path.lstat()
         except OSError:
@@ -253,7 +278,12 @@ def refused(run: Run, refusals: list[GateRefusal], state: str) -> LaunchResult:
     )
 
 
-def locked(run: Run, exc: RunLocked) -> LaunchResult:
+def locked(run: Run, exc: RunLocked | LockNotOurs) -> LaunchResult:
+    if isinstance(exc, LockNotOurs):  # round 17, b02: a link there was truncated through, even by a refused launch
+        return refused(run, [GateRefusal(
+            gate="lock", message=f"{run.name}: {exc}", how_to_clear="remove .launch.lock from the run directory "
+            "(the file launch_training locks is the run's own: it makes a new one), then launch or resume again")],
+            derive_state(run).state)
     return refused(run, [GateRefusal(
         gate="lock", message=str(exc),
         how_to_clear=f"wait for that call (pid {exc.holder.get('pid', 'unknown')}) to finish, then training_status; "

@@ -12,6 +12,10 @@ holds, to start nothing (`<run>/.launch.cancel`, `await_launch`) and waits for t
 request at its last point before it writes or starts anything (`cancel_requested`); a launch past that point
 has started its trainer when the lock is free, and the stop stops it. The request lives while that launch holds
 the lock: its release removes it, so it never reaches another launch.
+
+The lock is opened as every writer in place opens its file (workspace.open_own_file): never through a symbolic
+link, and a hard link, a pipe or a folder there is refused, naming it, before the lock is taken or a byte written
+(round 17, b02: a `.launch.lock` linked to a file outside the workspace was truncated, even by a refused launch).
 """
 
 from __future__ import annotations
@@ -26,10 +30,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from mcp_server.runs import Run, read_json_if_present
-from mcp_server.workspace import atomic_write_json
+from mcp_server.userfiles import NotRegularFile
+from mcp_server.workspace import atomic_write_json, open_own_file
 
 CANCEL_POLL_S = 0.2  # how often a stop waiting for a launch tries the lock
 _HELD: dict[str, str] = {}  # this process's held locks: the lock file -> its holder's token
+
+
+class LockNotOurs(Exception):
+    """The run's .launch.lock is no file of the run's own (a link, a pipe, a folder): nothing was opened through
+    it; str() names it and what it is."""
 
 
 class RunLocked(Exception):
@@ -45,9 +55,13 @@ class RunLocked(Exception):
 
 @contextmanager
 def run_lock(run: Run, action: str) -> Iterator[None]:
-    """Hold the run's launch lock for the block, or raise RunLocked naming the holder's pid."""
+    """Hold the run's launch lock for the block, or raise RunLocked naming the holder's pid (LockNotOurs when the
+    lock file is a link or no regular file: refused, never opened through)."""
     path = run.lock
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fd = open_own_file(path, os.O_RDWR)
+    except NotRegularFile as exc:
+        raise LockNotOurs(str(exc)) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -95,8 +109,8 @@ def await_launch(run: Run, wait_s: float, tick: Callable[[float], None] = lambda
     up to `wait_s` for its lock: what it wrote (pid, since, action) with `ended` (the lock came free: the launch
     started its trainer, or cancelled, or was refused) and `waited_s`. `tick(elapsed)` each poll."""
     try:
-        fd = os.open(run.lock, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:  # never launched here (or not a lock file): no launch holds it
+        fd = open_own_file(run.lock, os.O_RDWR, create=False)
+    except OSError:  # never launched here (or not a lock file of the run's, which a launch refuses): none holds it
         return None
     began = time.monotonic()
     try:

@@ -238,7 +238,7 @@ def last_error_line(run: Run, span: int = 65536) -> str | None:
     """The last line of train/logs/stdout.log that names an exception (`FileExistsError: ...`), None without one.
     Only whole lines of the last `span` bytes are read: the one the read starts inside is not (its name cut)."""
     try:
-        with open_regular(run.stdout) as handle:
+        with open_regular(run.stdout, limit=None) as handle:  # its last span only
             start = max(0, os.fstat(handle.fileno()).st_size - span)
             handle.seek(max(0, start - 1))  # the byte before: a newline there means the read starts a line
             text = handle.read().decode("utf-8", errors="replace")
@@ -282,7 +282,7 @@ def last_progress_line(run: Run, keep: Callable[[dict], bool] = lambda line: Tru
     end of the file; None without one (none yet; or a directory, a pipe: no progress readable, training_status
     names it)."""
     try:
-        with open_regular(run.progress) as handle:  # a device there never ends
+        with open_regular(run.progress, limit=None) as handle:  # a device there never ends; the end read
             end = content_end(handle, os.fstat(handle.fileno()).st_size)  # past a NUL run or hole at the end
             handle.seek(max(0, end - 65536))
             tail = handle.read(end - handle.tell()).strip(BLANK).decode("utf-8", errors="replace").splitlines()

@@ -75,7 +75,7 @@ def log_tail(run: Run, lines: int) -> list[str]:
     if outside:  # lines as this run's (round 13, N2)
         return [f"({path.relative_to(run.dir)} leads outside the run directory, to {real or 'a link loop'}: not read)"]
     try:  # a directory or a pipe (which would block): say so where the log would be
-        with open_regular(path) as handle:
+        with open_regular(path, limit=None) as handle:  # its tail only
             handle.seek(0, os.SEEK_END)
             handle.seek(max(0, handle.tell() - 256 * 1024))
             text = handle.read().decode("utf-8", errors="replace")
