@@ -102,7 +102,8 @@ TRAIN_PY = "train.py never passes it (training/trainer/script_support.py trainer
 RAISES: dict[str, tuple[str, object]] = {
     # grpo_config.py (GRPOConfig.__post_init__, run for the target by validation: trl_rejected)
     "GRPOTrainer does not support sequence-dim": ("reason", "parallelism_config is an accelerate ParallelismConfig "
-                                                 "object: no YAML value of `trl grpo --config` builds one"),
+                                                 "object: no YAML value of `trl grpo --config` builds one (a "
+                                                 "mapping is trl_rejected, named: test_an_object_field_...)"),
     "log_completions_hub_repo is set, but": ("trl_rejected", {"log_completions_hub_repo": "me/logs",
                                                               "hub_private_repo": True, "log_completions": False}),
     "auto_find_batch_size is not supported": ("trl_rejected", {"auto_find_batch_size": True}),
@@ -207,3 +208,31 @@ def test_the_version_raises_ruled_out_hold_for_the_installed_transformers():
     from packaging.version import Version
 
     assert Version(transformers.__version__) >= Version("5.8.0")  # tools (5.0), environments (5.2), CB (5.8)
+
+
+def _object_fields() -> list[str]:
+    """GRPOConfig's fields typed as an object no YAML value is (accelerate's ParallelismConfig today): generated
+    from the installed TRL, so a new one gets its row."""
+    import dataclasses
+    import typing
+
+    from trl import GRPOConfig
+
+    hints = typing.get_type_hints(GRPOConfig)
+    plain = (str, int, float, bool, dict, list, type(None))
+    return [f.name for f in dataclasses.fields(GRPOConfig)
+            if any(isinstance(a, type) and not issubclass(a, plain) for a in typing.get_args(hints[f.name])
+                   or (hints[f.name],))]
+
+
+def test_an_object_field_given_a_mapping_is_not_valid_naming_it():
+    """A mapping where TRL's config holds an object (`parallelism_config: {dp_shard_size: 1}` in a YAML): TRL's own
+    __post_init__ fails on it (AttributeError, not a ValueError), as `trl grpo --config` would. Validation says NOT
+    VALID naming the field and TRL's line; it used to end in 'unexpected TrainingInterpreterError'."""
+    fields = _object_fields()
+    assert "parallelism_config" in fields, fields
+    for name in fields:
+        result = validate({name: {"dp_shard_size": 1}})
+        assert not result.valid, (name, result.findings)
+        message = codes(result)["trl_rejected"].message
+        assert message.startswith(f"TRL's GRPOConfig rejects this config: {name}: "), message

@@ -11,6 +11,7 @@ import functools
 import json
 import re
 import threading
+from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.interpreter import require_training_python
@@ -292,7 +293,22 @@ def instantiate_grpo_config(values: dict, world_size: int, capability: str | Non
         _target_grpo_config(values, world_size, capability)
     except (ValueError, TypeError, AssertionError) as exc:
         return str(exc)
+    except Exception as exc:  # TRL's own code fails on a value it takes from a YAML (a mapping for an object): so
+        return _failed_on(exc, values)  # would `trl grpo --config`; named by the fields its failing line reads
     return None
+
+
+def _failed_on(exc: Exception, values: dict) -> str:
+    """TRL's (or transformers') crash building its config, naming the fields of `values` its failing line reads
+    (`self.parallelism_config.cp_enabled` -> parallelism_config) and where that line is."""
+    import traceback
+
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    line = (frame.line or "").strip()
+    named = [name for name in dict.fromkeys(re.findall(r"self\.(\w+)", line)) if name in values]
+    where = "/".join(Path(frame.filename).parts[-3:])
+    return (f"{', '.join(named) or 'a field'}: {type(exc).__name__}: {exc}, in {where} line {frame.lineno} "
+            f"(`{line}`): TRL cannot build its GRPOConfig from {'this value' if len(named) < 2 else 'these values'}")
 
 
 BATCH_FIELDS = ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
