@@ -39,13 +39,23 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import grade, load_goldens, resolve_goldens
-from mcp_server.evaluation.replay_scores import moved, stored_items
+from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_moved, blind_pairs, moved, stored_items
 from mcp_server.rewards import reads
 from mcp_server.workspace import sha256_file
 
 def regraded(rows: list[dict], items: list[dict], graders: list) -> list[dict[str, float]]:
     """The items' completions graded again now, as evaluate_model graded them (one call per grader, every item)."""
     return grade(rows, [i["completion"] for i in items], graders, reads.Reads())
+
+
+def blind_regraded(rows: list[dict], baseline: dict, items: list[dict], graders: list) -> list[str]:
+    """The baseline's blind probes (replay_scores.blind_pairs) graded again now: a line per grader that scores one
+    otherwise than the baseline recorded (none recorded: a line saying so)."""
+    if not isinstance(baseline.get(BLIND_KEY), dict):
+        return ["it keeps no blind probes"] if items else []
+    pairs = blind_pairs(baseline, [i["completion"] for i in items])
+    now = grade([rows[i] for i, _ in pairs], [text for _, text in pairs], graders, reads.Reads())
+    return blind_moved(baseline[BLIND_KEY], now, pairs)
 
 
 def baseline_goldens(goldens: str | None, baseline: dict) -> tuple[Path, str]:
@@ -80,10 +90,16 @@ def replay_baseline(path: Path, baseline: dict, goldens: str | None) -> float:
                              f"each of its {len(rows)} goldens (a baseline evaluate_model did not write as it writes "
                              "now), so nothing shows that its graders still score as they did when it was measured. "
                              f"Not compared: {AGAIN}")
+    if not isinstance(baseline.get(BLIND_KEY), dict):
+        raise UserInputError("baseline", f"the grader replay could not run: {path.name} keeps no blind probes "
+                             "(replies derived from the evidence key: a baseline evaluate_model wrote before it "
+                             "kept them), so nothing shows that its graders still score replies other than its own "
+                             f"as they did. Not compared: {AGAIN}")
     graders = baseline.get("graders") or []
-    lines = moved(items, regraded(rows, items, graders), graders)
+    lines = moved(items, regraded(rows, items, graders), graders) + blind_regraded(rows, baseline, items, graders)
     if lines:
-        raise UserInputError("baseline", f"the grader replay: {path.name}'s stored replies, graded again now by its "
+        raise UserInputError("baseline", f"the grader replay: {path.name}'s stored replies and blind probes, graded "
+                             "again now by its "
                              f"graders, do not get the scores it stored: {' | '.join(lines)}. A grader reads "
                              "something the baseline's pins do not cover (a file read by a process it starts, an "
                              "environment variable, the clock, the network) and it changed since the baseline was "
@@ -117,6 +133,7 @@ def regrade_after(path: Path, baseline: dict, rows: list[dict], items: list, gra
     stored = stored_items(baseline, len(rows)) or []
     lines = [f"the checkpoint's {line}" for line in moved(ours, regraded(rows, ours, graders), graders)]
     lines += [f"the baseline's {line}" for line in moved(stored, regraded(rows, stored, graders), graders)]
+    lines += [f"the baseline's {line}" for line in blind_regraded(rows, baseline, stored, graders)]
     if lines:
         raise UserInputError("graders", "the grader replay after the checkpoint was graded: the same replies graded "
                              f"again get other scores: {' | '.join(lines)}. A grader's scores moved while this "

@@ -15,7 +15,8 @@ import statistics
 from collections import Counter
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection import difficulty, row_probes
+from mcp_server import evidence
+from mcp_server.inspection import blind_probes, difficulty, row_probes
 from mcp_server.inspection.models import (
     MIN_REVIEW_SAMPLES,
     RATE_PROMPTS,
@@ -258,7 +259,13 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     )
     result = difficulty.with_next_step(result)
     result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
+    result.warnings += [f"{name} starts child processes ({'; '.join(' '.join(argv)[:120] for argv in started)}): "
+                        "the files their arguments name are pinned, but what those processes read themselves is "
+                        "judged only by the trainer's replay (the reviewed samples, the row probes, the blind probes)"
+                        for name, started in read.children.items()]
     _write_review(run, result, rows, meta, request.success_threshold, read.pins(), probes)
+    if evidence.ORACLE is None:  # the key is here: the blind probes are derived and scored here (blind_probes)
+        blind_probes.record_review(run, funcs, specs, names, _score)
     return result
 
 

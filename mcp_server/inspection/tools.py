@@ -36,7 +36,16 @@ def sample_trajectories(request: TrajectoryRequest, report: Report = silent) -> 
 
 # The tools that import the run's reward modules run them out of a process that holds a protocol (worker.apart).
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
-    return apart(INSPECT_REWARDS, request, report=report)
+    from pathlib import Path
+
+    from mcp_server.inspection import blind_probes
+    from mcp_server.runs import Run
+
+    result = apart(INSPECT_REWARDS, request, report=report)
+    run = Run(Path(result.run_dir))
+    if not blind_probes.current(run):  # scored in the keyless worker: the probes are derived here, with the key
+        blind_probes.record_review(run)
+    return result
 
 
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:

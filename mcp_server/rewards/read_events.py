@@ -27,6 +27,9 @@ import stat
 import sys
 
 STAT_EVENT = "llm_finetuning.stat"  # raised by the wrapped os.stat and os.access (install)
+ENV_EVENT = "llm_finetuning.environ"  # raised by os.environ's and os.environb's item reads (install)
+ENV_PREFIX = "env:"  # a pinned environment variable's key among the file pins: "env:NAME" (no path starts so)
+SPAWNS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn")  # a child process started
 LISTINGS = ("os.listdir", "os.scandir")  # a folder's names: pinned by their sorted list
 _STAT = os.stat  # the originals, before install() wraps them
 _WRAPPED: dict[str, object] = {}
@@ -129,6 +132,80 @@ def _named(event: str, args) -> tuple[list[str], bool]:
     return [], False
 
 
+def env_pin(key: str) -> dict:
+    """An "env:NAME" key pinned now, in this process: {env: sha256 of the value} (never the value: it may be a
+    secret) or {absent: True}."""
+    import hashlib
+
+    value = _environ_get(os.environ, key[len(ENV_PREFIX):])
+    return {"absent": True} if value is None else {"env": hashlib.sha256(value.encode("utf-8", "surrogateescape"))
+                                                   .hexdigest()}
+
+
+def _environ_get(environ, name):
+    try:
+        return _ORIGINAL_GETITEM[0](environ, name) if _ORIGINAL_GETITEM else os.environ.get(name)
+    except KeyError:
+        return None
+
+
+def spawned(event: str, args) -> tuple[list[str], list[str]]:
+    """(the argv of a child process an event starts, the paths its arguments name: pinned as reads). A path is an
+    argument (or a word of one, split as a shell would: `sh -c "cat f"`) that is absolute or holds a separator, or a
+    file that exists relative to the working folder; the program by where PATH finds it."""
+    import shlex
+    import shutil
+
+    if event == "os.system":
+        argv, cwd = [os.fsdecode(args[0])], None
+    elif event == "subprocess.Popen":
+        program, argv, cwd = args[0], args[1], args[2]
+        argv = [argv] if isinstance(argv, (str, bytes, os.PathLike)) else list(argv or [])
+        argv = [os.fsdecode(a) for a in argv]
+        argv = [os.fsdecode(program)] + argv if program is not None and argv[:1] != [os.fsdecode(program)] else argv
+    else:  # os.exec (path, args, env), os.posix_spawn (path, argv, env), os.spawn (mode, path, args, env)
+        path, argv = (args[1], args[2]) if event == "os.spawn" else (args[0], args[1])
+        argv, cwd = [os.fsdecode(path), *(os.fsdecode(a) for a in argv or [])], None
+    cwd = os.fsdecode(cwd) if cwd is not None else os.getcwd()
+    words = []
+    for arg in argv:
+        try:
+            words += [arg, *(shlex.split(arg) if any(c.isspace() for c in arg) else [])]
+        except ValueError:
+            words.append(arg)
+    paths = []
+    for word in dict.fromkeys(w.split("=", 1)[-1] if w.startswith("-") else w for w in words):
+        if not word or word.startswith("-") or any(c.isspace() for c in word):  # a command line: its words count
+            continue
+        found = word if os.sep in word else (shutil.which(word) if word == argv[0] else None)
+        if found is None and os.path.isfile(os.path.join(cwd, word)):
+            found = word
+        if found is not None:
+            path = real(os.path.join(cwd, found))
+            paths += [] if not_content(path) else [path]
+    return argv, paths
+
+
+_ORIGINAL_GETITEM: list = []
+
+
+def _watched_environ(environ) -> None:
+    """os.environ (or environb) raising ENV_EVENT with the name at each item read (get, in, os.getenv, [])."""
+    base = type(environ)
+    if getattr(base, "_llm_finetuning_watched", False):
+        return
+    _ORIGINAL_GETITEM[:] = _ORIGINAL_GETITEM or [base.__getitem__]
+
+    class Watched(base):
+        _llm_finetuning_watched = True
+
+        def __getitem__(self, key):
+            sys.audit(ENV_EVENT, os.fsdecode(key) if isinstance(key, (str, bytes)) else key)
+            return base.__getitem__(self, key)
+
+    environ.__class__ = Watched
+
+
 def _wrap(original):
     @functools.wraps(original)
     def looked_at(path, *args, **kwargs):
@@ -145,3 +222,30 @@ def install() -> None:
         if name not in _WRAPPED:
             _WRAPPED[name] = _wrap(getattr(os, name))
             setattr(os, name, _WRAPPED[name])
+    _watched_environ(os.environ)  # what the reward reads of its environment is named (ENV_EVENT)
+    if hasattr(os, "environb"):
+        _watched_environ(os.environb)
+
+
+def environment_or_child(event: str, args, frame, active: list) -> None:
+    """A variable the reward's own code reads (ENV_EVENT), pinned as "env:NAME" in each recording of `active`; a
+    child process it starts (SPAWNS): its argv kept for the review sheet, the paths its arguments name pinned as
+    reads (a look: one absent that the review never named passes). What a library reads or starts for itself is its
+    own (read_frames.made_by_user). What the child reads itself is not seen here: the trainer's replay and blind
+    probes judge it (rewards.blind_texts)."""
+    from mcp_server.rewards.read_frames import made_by_user
+
+    try:
+        if not made_by_user(frame):
+            return
+        if event == ENV_EVENT:
+            for reads in active if isinstance(args[0], str) else []:
+                reads.seen(ENV_PREFIX + args[0], False, look=True)
+            return
+        argv, paths = spawned(event, args)
+    except Exception:  # never break a call over a bookkeeping error
+        return
+    for reads in active:
+        reads.spawned(argv)
+        for path in paths:
+            reads.seen(path, False, look=True)
