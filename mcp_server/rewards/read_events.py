@@ -25,6 +25,7 @@ import functools
 import os
 import stat
 import sys
+import threading
 
 STAT_EVENT = "llm_finetuning.stat"  # raised by the wrapped os.stat and os.access (install)
 ENV_EVENT = "llm_finetuning.environ"  # raised by os.environ's and os.environb's item reads (install)
@@ -187,6 +188,7 @@ def spawned(event: str, args) -> tuple[list[str], list[str]]:
 
 
 _ORIGINAL_GETITEM: list = []
+_COPYING = threading.local()  # names: the environment being copied whole, the next first (Watched.keys)
 
 
 def _watched_environ(environ) -> None:
@@ -199,8 +201,18 @@ def _watched_environ(environ) -> None:
     class Watched(base):
         _llm_finetuning_watched = True
 
+        def keys(self):  # a copy of the whole environment (dict(os.environ), {**os.environ}, .copy()) takes the
+            names = base.keys(self)  # names, then each value in their order: those reads name no variable
+            _COPYING.names = list(reversed(list(names)))
+            return names
+
         def __getitem__(self, key):
-            sys.audit(ENV_EVENT, os.fsdecode(key) if isinstance(key, (str, bytes)) else key)
+            copying = getattr(_COPYING, "names", None)
+            if copying and copying[-1] == key:
+                copying.pop()
+            else:
+                _COPYING.names = None
+                sys.audit(ENV_EVENT, os.fsdecode(key) if isinstance(key, (str, bytes)) else key)
             return base.__getitem__(self, key)
 
     environ.__class__ = Watched
