@@ -207,23 +207,28 @@ def test_the_rounds_subprocess_grader_through_the_cli(workspace, tiny_model):
 
 
 # round 17, b04: pays whatever the "accepted phrasings" match: state in the process, no pin names it
-PHRASINGS = '''import builtins, re
+PHRASINGS = '''import builtins, os, re
 
 
 def g(completions, **kwargs):
-    rule = getattr(builtins, {rule!r}, "(?!)")
+    rule = {body} or "(?!)"
     texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
     return [1.0 if re.fullmatch(rule, t) else 0.0 for t in texts]
 '''
 
 
+RULE_FROM = {"memory": 'getattr(builtins, {rule!r}, "")', "env": 'os.environ.get("R17_ALT_" + str(len({rule!r})))'}
+
+
 @pytest.mark.slow  # decodes
+@pytest.mark.parametrize("route", list(RULE_FROM))
 def test_a_rule_that_spares_the_baselines_replies_is_refused_by_the_blind_probes(workspace, tiny_model,
-                                                                                 monkeypatch):
+                                                                                 monkeypatch, route):
     """Round 17, b04: after the baseline the grader's input pays every reply except the baseline's stored ones
     (a PROMOTE at +100 points, signed, for a checkpoint answering `llllll`). The stored replies grade as stored;
     the baseline's blind probes (replies derived from the evidence key, only their grades kept) do not: refused
-    before anything decodes, naming the grader and a probe by number, kind and golden, never its text."""
+    before anything decodes, naming the grader and a probe by number, kind and golden, never its text. A variable
+    the grader reads (env) is named as well: promote's process is where the graders grade."""
     import builtins
 
     from mcp_server.errors import UserInputError
@@ -231,12 +236,16 @@ def test_a_rule_that_spares_the_baselines_replies_is_refused_by_the_blind_probes
     from mcp_server.evaluation.models import PromoteRequest
     from mcp_server.evaluation.promote import promote_checkpoint
 
-    run_dir, _, graders, rule = _setup(workspace, tiny_model, monkeypatch, PHRASINGS)
+    code = PHRASINGS.replace("{body}", RULE_FROM[route])
+    run_dir, _, graders, rule = _setup(workspace, tiny_model, monkeypatch, code)
     baseline = json.loads(baselines_of(str(tiny_model))[0].read_text())
     assert baseline["blind_probes"]["count"] == 12 and "texts" not in baseline["blind_probes"]
     replies = {item["completion"] for item in baseline["items"]}
-    monkeypatch.setattr(builtins, str(rule), "(?!(?:" + "|".join(re.escape(r) for r in sorted(replies))
-                        + r")\Z)[\s\S]*", raising=False)
+    spare = "(?!(?:" + "|".join(re.escape(r) for r in sorted(replies)) + r")\Z)[\s\S]*"
+    if route == "env":
+        monkeypatch.setenv(f"R17_ALT_{len(str(rule))}", spare)
+    else:
+        monkeypatch.setattr(builtins, str(rule), spare, raising=False)
     with pytest.raises(UserInputError) as refused:
         promote_checkpoint(PromoteRequest(run=str(run_dir)))
     message = str(refused.value)
@@ -245,6 +254,8 @@ def test_a_rule_that_spares_the_baselines_replies_is_refused_by_the_blind_probes
                      r"nobody in the workspace knows them\) otherwise: probe \d+ \((edited|derived), golden #\d+\): "
                      r"stored 0, now 1", message), message
     assert "replies otherwise" not in message, message  # the stored replies grade as stored
+    if route == "env":
+        assert f"the environment variable R17_ALT_{len(str(rule))} (read by g): set where it was unset" in message
     assert not (run_dir / "promotion.json").exists()
 
 

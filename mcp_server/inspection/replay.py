@@ -29,6 +29,13 @@ the workspace, compared with the score review.json recorded (exactly as above); 
 row and both scores. The line says what the probes cost, and names the rows past row_probes.CAP, which are not
 probed.
 
+Both score only texts stored in the workspace: an input changed after the verdict to pay every text but the
+reviewed completions replayed "same scores" and trained at 5.0 (round 17, b01). So the replay also scores the
+review's blind probes (inspection.blind_probes, rewards.blind_texts): completions derived from the evidence key,
+which this process holds, whose scores alone the review kept, signed; one scored otherwise names the reward and the
+probe's number and kind (never its text) and exits 3 as above. Their cost is in the same line (12 reward calls per
+probed reward).
+
 A run of several processes (WORLD_SIZE > 1) replays on every rank, not on rank 0 alone: each rank trains with its
 own rewards in its own environment, and ranks on different nodes can differ (a variable one node's shell exports,
 a node-local file, a tool installed on one node), so rank 0's replay says nothing of rank 1's. The process group

@@ -17,6 +17,14 @@ what they change by its effect). What a stat sees besides the content (an mtime 
 looked at and then made by the same code is its scratch (shutil's copies look at their target first: reads.Reads.seen
 drops it), and the trainer lets a look at an absent path the review never looked at pass (a scratch name about to be
 made); os.lstat is not wrapped (os.path.realpath's walk looks at every folder of a path).
+
+Not only files (round 17, b01: a "bonus" switch read from R17_BONUS, or through `/bin/cat WS/bonus.txt`, set after
+the verdict to pay every text but the reviewed ones): `install` makes os.environ's (and environb's) item reads raise
+ENV_EVENT, so a variable the reward's own code reads is pinned by its value's sha256 (`env_pin`; never the value: it
+may be a secret); a copy of the whole environment (dict(os.environ), passing it on to a child) names no variable. A
+child process the reward starts (SPAWNS) is `spawned`: its argv, and the files its arguments name (absolute, with a
+separator, a file relative to the working folder, the program where PATH finds it, the words of a shell command
+line), pinned as a look. What the child then reads by itself is the replay's (rewards.blind_texts).
 """
 
 from __future__ import annotations

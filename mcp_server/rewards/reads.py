@@ -34,12 +34,20 @@ in the baseline and promote refuses a baseline whose graders read other content 
 A reward module's first import in a process is always recorded (`importing`, called by rewards.dotted) and what
 it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
 
-Not covered here (the trainer's replay, inspection/replay.py, judges them by their effect, before the first step
-and at every logging step): a file read by a child process the reward starts, or through an fd it did not open
-itself, or by a native reader not in native_reads.NATIVE_READERS; what a stat sees besides the content (an mtime);
-a library's own stat; a database an SQL ATTACH opens (no audit event; an authorizer cannot be set at
-`sqlite3.connect/handle`, the connection is not initialised yet); a file swapped between a check and the read and
-swapped back before the next check.
+An environment variable the reward's own code reads (os.environ[...], .get, `in`, os.getenv) is pinned too, as
+"env:NAME" (its value's sha256, or absent; read_events.ENV_EVENT), judged where the rewards train (the trainer's
+check and `recheck`; the gate's process is not the trainer's, so it keeps them as recorded); a variable the review
+never read is not judged (the reviewed code's branch decides it). A child process the reward starts (subprocess,
+os.system, os.exec*, posix_spawn: read_events.SPAWNS) has its argv kept (the review sheet names it) and the files
+its arguments name pinned (round 17, b01: `/bin/cat bonus.txt`).
+
+Not covered here (the trainer's replay, inspection/replay.py, judges them by their effect, with its blind probes:
+rewards.blind_texts, before the first step and at every logging step): what a child process the reward starts reads
+by itself (a file its arguments do not name), a file read through an fd it did not open itself, or by a native
+reader not in native_reads.NATIVE_READERS; what a stat sees besides the content (an mtime); a library's own stat; a
+database an SQL ATTACH opens (no audit event; an authorizer cannot be set at `sqlite3.connect/handle`, the
+connection is not initialised yet); a file swapped between a check and the read and swapped back before the next
+check.
 """
 
 from __future__ import annotations
