@@ -20,7 +20,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
-from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_pairs, same_score, stored_items
+from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_grades, blind_pairs, same_score, stored_items
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.inspection.pins import model_content, model_pin
@@ -369,7 +369,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
 def _blind(rows: list[dict], result: EvaluationResult, graders: list, read: reads.Reads) -> dict:
     """A baseline's blind probes, scored now by its graders (replay_scores.blind_pairs; the texts are not kept)."""
     pairs = blind_pairs(result.model_dump(mode="json"), [i.completion for i in result.items])
-    return {"count": len(pairs), "scores": grade([rows[i] for i, _ in pairs], [t for _, t in pairs], graders, read)}
+    return {"count": len(pairs), "scores": blind_grades(grade, rows, pairs, graders, read)}
 
 
 def _group(request: EvaluateRequest) -> tuple[int, str]:

@@ -48,7 +48,8 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import grade, load_goldens, resolve_goldens
-from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_moved, blind_pairs, moved, stored_items
+from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_grades, blind_moved, blind_pairs, moved, \
+    stored_items
 from mcp_server.rewards import reads
 from mcp_server.rewards.read_events import ENV_PREFIX
 from mcp_server.workspace import sha256_file
@@ -72,7 +73,7 @@ def blind_regraded(rows: list[dict], baseline: dict, items: list[dict], graders:
     if not isinstance(baseline.get(BLIND_KEY), dict):
         return ["it keeps no blind probes"] if items else []
     pairs = blind_pairs(baseline, [i["completion"] for i in items])
-    now = grade([rows[i] for i, _ in pairs], [text for _, text in pairs], graders, reads.Reads())
+    now = blind_grades(grade, rows, pairs, graders, reads.Reads())
     return blind_moved(baseline[BLIND_KEY], now, pairs)
 
 

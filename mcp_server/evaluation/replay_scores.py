@@ -79,6 +79,18 @@ def blind_pairs(baseline: dict, replies: list[str]) -> list[tuple[int, str]]:
     return blind_texts.derive(blind_texts.seed(evidence.key(create=True), "baseline", identity), replies)
 
 
+def blind_grades(grade, rows: list[dict], pairs: list[tuple[int, str]], graders: list, read) -> list[dict]:
+    """Each blind probe graded alone by `grade` (evaluate.grade): {grader: score}, or {"raised": the error's type}
+    where a grader raises on a reply it never met (recorded at the baseline, expected alike at promote)."""
+    out = []
+    for index, text in pairs:
+        try:
+            out.append(grade([rows[index]], [text], graders, read)[0])
+        except Exception as exc:  # noqa: BLE001 - the grader's own error on this reply is its grade here
+            out.append({"raised": type(exc).__name__})
+    return out
+
+
 def blind_moved(stored, now: list[dict[str, float]], pairs: list[tuple[int, str]]) -> list[str]:
     """One line per grader that scores a blind probe otherwise than `stored` (the baseline's record): the probes by
     number, kind and golden, never by text (a refusal must not tell the texts)."""
@@ -91,8 +103,8 @@ def blind_moved(stored, now: list[dict[str, float]], pairs: list[tuple[int, str]
     lines = []
     for name in names:
         differ = [(k, pairs[k][0], (s if isinstance(s, dict) else {}).get(name, "none"), n.get(name, "none"))
-                  for k, (s, n) in enumerate(zip(scores, now))
-                  if name not in n or not same_score((s if isinstance(s, dict) else {}).get(name), n[name])]
+                  for k, (s, n) in enumerate(zip(scores, now)) if s != n and (
+                      name not in n or not same_score((s if isinstance(s, dict) else {}).get(name), n[name]))]
         if differ:
             k, index, then, value = differ[0]
             lines.append(f"{name} scores {len(differ)} of the {len(now)} blind probes (replies derived from the "

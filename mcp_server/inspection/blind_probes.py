@@ -1,14 +1,14 @@
 """The review's blind probes (rewards.blind_texts holds the design and its limits): completions derived from the
-evidence key, scored at review and again at every replay of the trainer (inspection.replay).
-
-At review the process that holds the key derives COUNT probes from the reviewed samples (each a sample's prompt and
-columns with a derived completion) and has the rewards score them: in the same process when inspect_rewards runs
-there, else the keyless worker scores them as data (`score_here`: its rewards are imported where the key cannot be
-read). Only their scores are kept, in inspection/blind_probes.json, signed (evidence.py) and bound to the verdict's
-samples.jsonl and review.json hashes. The trainer derives the same probes with the key and scores them with the
-rewards it trains with, before the first step, at every logging step and after the last (replay.replay_review): a
-reward that scores one otherwise than recorded is refused (exit 3), naming it and the probe's kind. Probed: the
-rewards the row probes probe (row_probes.probed); the project's other built-ins read only the completion and row.
+evidence key, scored at review and again at every replay of the trainer (inspection.replay). At review the process
+that holds the key derives COUNT probes from the reviewed samples (each a sample's prompt and columns with a derived
+completion) and has the rewards score them: in the same process when inspect_rewards runs there, else the keyless
+worker scores them as data (review.score_blind_probes: its rewards are imported where the key cannot be read). Each
+probe is scored alone: a reward that raises on one records that it raised. Only their scores are kept, in
+inspection/blind_probes.json, signed (evidence.py) and bound to the verdict's samples.jsonl and review.json hashes.
+The trainer derives the same probes with the key and scores them with the rewards it trains with, before the first
+step, at every logging step and after the last (replay.replay_review): a reward that scores one otherwise than
+recorded is refused (exit 3), naming it and the probe's kind. Probed: the rewards the row probes probe
+(row_probes.probed); the project's other built-ins read only the completion and row.
 """
 
 from __future__ import annotations
@@ -57,11 +57,21 @@ def probes(secret: bytes, run: Run, samples: list[dict], samples_sha256: str) ->
 
 def scored(funcs: list, specs: list, names: list[str], probe_samples: list[dict], score) -> dict[str, list]:
     """Each probed reward's scores on the probes (`score`: review._score), rounded as review.jsonl's."""
-    out = {}
-    for func, spec, name in zip(funcs, specs, names):
-        if probed(spec) and probe_samples:
-            values = score([func], [spec], probe_samples)[0]
-            out[name] = [None if v != v else round(v, 6) for v in values]
+    return {name: _each(score, func, spec, probe_samples) for func, spec, name in zip(funcs, specs, names)
+            if probed(spec) and probe_samples}
+
+
+def _each(score, func, spec, probe_samples: list[dict]) -> list:
+    """A reward's score on each probe alone (a reward may raise on a text it never met: that probe records "raised
+    <error>", and the replay expects the same; the others keep their scores)."""
+    out: list = []
+    for sample in probe_samples:
+        try:
+            value = score([func], [spec], [sample])[0][0]
+        except UserInputError as exc:
+            out.append(f"raised {str(exc).split(' raised ', 1)[-1].split(' ', 1)[0]}")
+            continue
+        out.append(None if value != value else round(value, 6))
     return out
 
 
@@ -71,22 +81,14 @@ def _samples_bytes(run: Run) -> tuple[list[dict], str]:
     return read_samples(run), sha256_file(run.samples)
 
 
-def record_review(run: Run, funcs: list | None = None, specs: list | None = None, names: list[str] | None = None,
-                  score=None) -> None:
-    """At review, in the process that holds the key: derive the probes, have them scored (here with `funcs`, else
-    by the keyless worker), write the signed record. Nothing is written without a key (the trainer then refuses
-    the verdict, saying to inspect again)."""
+def record_review(run: Run, score_probes) -> None:
+    """At review, in the process that holds the key: derive the probes, have `score_probes(probes)` score them
+    (`scored` here, or the keyless worker: review.score_blind_probes), write the signed record."""
     secret = evidence.key(create=True)
     samples, samples_sha = _samples_bytes(run)
     probe_samples = probes(secret, run, samples, samples_sha)
-    if funcs is None:
-        from mcp_server.worker import apart
-
-        scores = apart("mcp_server.inspection.blind_probes:score_here", str(run.dir), probe_samples)
-    else:
-        scores = scored(funcs, specs, names, probe_samples, score)
     record = {"samples_sha256": samples_sha, "review_sha256": sha256_file(run.review), "count": len(probe_samples),
-              "scores": scores}
+              "scores": score_probes(probe_samples)}
     atomic_write_json(run.inside(path(run)), evidence.sign_run(run, path(run), record))
 
 
@@ -94,20 +96,6 @@ def current(run: Run) -> bool:
     """Whether the record is signed and bound to the review and samples there now."""
     record = _read(run)
     return record is not None and run.review.is_file() and record.get("review_sha256") == sha256_file(run.review)
-
-
-def score_here(run_dir: str, probe_samples: list[dict]) -> dict[str, list]:
-    """The keyless worker's side: the review's rewards (review.json's) score the probes it was handed as data."""
-    from mcp_server.inspection.review import _score, _unique_names
-    from mcp_server.rewards import build_reward_funcs
-    from mcp_server.rewards.spec import RewardSpec
-
-    run = Run(Path(run_dir))
-    review = json.loads(run.review.read_text(encoding="utf-8"))
-    specs = [RewardSpec.model_validate(s) for s in review["result"]["rewards"]]
-    funcs = build_reward_funcs(specs)
-    names = _unique_names([getattr(f, "__name__", s.name) for f, s in zip(funcs, specs)])
-    return scored(funcs, specs, names, probe_samples, _score)
 
 
 def _read(run: Run) -> dict | None:
@@ -138,8 +126,9 @@ def replay(run: Run, verdict: dict, funcs: list, specs: list, names: list[str], 
             raise UserInputError("blind_probes", f"the blind probes name the reward {name}, not one this process "
                                  "trains with: inspect again and record a new verdict")
         r = names.index(name)
-        now = score([funcs[r]], [specs[r]], probe_samples)[0]
-        differ = [(p, s, v) for p, s, v in zip(probe_samples, stored, now) if not same(s, v)]
+        now = _each(score, funcs[r], specs[r], probe_samples)
+        differ = [(p, s, v) for p, s, v in zip(probe_samples, stored, now)
+                  if not (s == v if isinstance(s, str) or isinstance(v, str) else same(s, v))]
         if len(stored) != len(probe_samples) or differ:
             p, then, v = differ[0] if differ else (probe_samples[0], "none recorded", now[0])
             lines.append(f"the reward {name} scores {len(differ)} of the {len(probe_samples)} blind probes "

@@ -17,7 +17,7 @@ from mcp_server.inspection.models import (
 from mcp_server.inspection.trajectory_models import TrajectoryRequest, TrajectoryResult
 from mcp_server.reporting import Report, silent
 from mcp_server.worker import apart
-from mcp_server.worker_targets import CHECK_GATE, INSPECT_REWARDS, RECORD_VERDICT
+from mcp_server.worker_targets import CHECK_GATE, INSPECT_REWARDS, RECORD_VERDICT, SCORE_BLIND
 from mcp_server.toolspec import READS, RUN, Command, Effects, Flag, ToolSpec
 
 
@@ -44,7 +44,7 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
     result = apart(INSPECT_REWARDS, request, report=report)
     run = Run(Path(result.run_dir))
     if not blind_probes.current(run):  # scored in the keyless worker: the probes are derived here, with the key
-        blind_probes.record_review(run)
+        blind_probes.record_review(run, lambda probe_samples: apart(SCORE_BLIND, str(run.dir), probe_samples))
     return result
 
 
