@@ -21,7 +21,8 @@ made); os.lstat is not wrapped (os.path.realpath's walk looks at every folder of
 Not only files (round 17, b01: a "bonus" switch read from R17_BONUS, or through `/bin/cat WS/bonus.txt`, set after
 the verdict to pay every text but the reviewed ones): `install` makes os.environ's (and environb's) item reads raise
 ENV_EVENT, so a variable the reward's own code reads is pinned by its value's sha256 (`env_pin`; never the value: it
-may be a secret); a copy of the whole environment (dict(os.environ), passing it on to a child) names no variable. A
+may be a secret); a copy of the whole environment (dict(os.environ), passing it on to a child) names no variable, and
+the variables a launcher sets per rank (LAUNCH_SET: RANK, WORLD_SIZE, SLURM_*...) are left to the replay. A
 child process the reward starts (SPAWNS) is `spawned`: its argv, and the files its arguments name (absolute, with a
 separator, a file relative to the working folder, the program where PATH finds it, the words of a shell command
 line), pinned as a look. What the child then reads by itself is the replay's (rewards.blind_texts).
@@ -38,6 +39,11 @@ import threading
 STAT_EVENT = "llm_finetuning.stat"  # raised by the wrapped os.stat and os.access (install)
 ENV_EVENT = "llm_finetuning.environ"  # raised by os.environ's and os.environb's item reads (install)
 ENV_PREFIX = "env:"  # a pinned environment variable's key among the file pins: "env:NAME" (no path starts so)
+# Set per process by whatever starts the ranks (torchrun, accelerate, SLURM, the launcher's device choice): they
+# differ between the review and each rank by design, so they are not pinned; each rank's replay judges what they move.
+LAUNCH_SET = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+              "ROLE_WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
+LAUNCH_PREFIXES = ("TORCHELASTIC_", "SLURM_", "ACCELERATE_", "PMI_", "OMPI_")
 SPAWNS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn")  # a child process started
 LISTINGS = ("os.listdir", "os.scandir")  # a folder's names: pinned by their sorted list
 _STAT = os.stat  # the originals, before install() wraps them
@@ -259,8 +265,10 @@ def environment_or_child(event: str, args, frame, active: list) -> None:
         if not made_by_user(frame):
             return
         if event == ENV_EVENT:
-            for reads in active if isinstance(args[0], str) else []:
-                reads.seen(ENV_PREFIX + args[0], False, look=True)
+            name = args[0] if isinstance(args[0], str) else None
+            if name is not None and name not in LAUNCH_SET and not name.startswith(LAUNCH_PREFIXES):
+                for reads in active:
+                    reads.seen(ENV_PREFIX + name, False, look=True)
             return
         argv, paths = spawned(event, args)
     except Exception:  # never break a call over a bookkeeping error
