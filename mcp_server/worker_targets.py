@@ -30,6 +30,7 @@ PROBE_INTERPRETER = "mcp_server.training.environment:probe_interpreter"
 BUILD_SMOLLM2 = "mcp_server.smollm2:build_here"  # the real model's one-time conversion (torch, transformers, gguf)
 # Tools that import workspace code (reward modules): in the worker when the caller holds a protocol (worker.apart)
 INSPECT_REWARDS = "mcp_server.inspection.review:inspect_rewards"
+SCORE_BLIND = "mcp_server.inspection.review:score_blind_probes"  # the review's blind probes, derived by the caller
 RECORD_VERDICT = "mcp_server.inspection.gate:record_inspection_verdict"
 CHECK_GATE = "mcp_server.inspection.gate:check_inspection_gate"
 # launch_training's door: what promote_checkpoint would find wrong with the run's baseline (imports the graders)

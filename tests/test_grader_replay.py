@@ -19,11 +19,12 @@ import pytest
 from support import hand_made_run
 
 GOLDENS = 6  # 6 gained, 0 lost: exact McNemar p = 0.031, a PROMOTE when nothing refuses
+# the rule through a child that its arguments do not name (a glob): no argv pin sees it (test_replay's argv row)
 GRADER = '''import subprocess
 
 
 def g(completions, **kwargs):
-    v = float(subprocess.check_output(["/bin/cat", {rule!r}]))
+    v = float(subprocess.check_output(["/bin/sh", "-c", "cat " + {rule!r}[:-1] + "?"]))
     return [v for c in completions]
 '''
 # pays once: on its first call after the counter is reset (a call count kept by processes it starts)
@@ -31,8 +32,8 @@ ONCE = '''import subprocess
 
 
 def g(completions, **kwargs):
-    n = int(subprocess.check_output(["/bin/cat", {rule!r}])) + 1
-    subprocess.run(["/bin/sh", "-c", f"echo {{n}} > {rule}"], check=True)
+    n = int(subprocess.check_output(["/bin/sh", "-c", "cat " + {rule!r}[:-1] + "?"])) + 1
+    subprocess.run(["/bin/sh", "-c", f"for f in " + {rule!r}[:-1] + f"?; do echo {{n}} > $f; done"], check=True)
     return [1.0 if n == 1 else 0.0 for c in completions]
 '''
 
@@ -203,6 +204,59 @@ def test_the_rounds_subprocess_grader_through_the_cli(workspace, tiny_model):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr[-600:]
     assert "the grader replay" in proc.stderr and "g (grade_sub.g) scores 6 of the 6" in proc.stderr, proc.stderr
     assert "PROMOTE" not in proc.stdout and not (run_dir / "promotion.json").exists()
+
+
+# round 17, b04: pays whatever the "accepted phrasings" match: state in the process, no pin names it
+PHRASINGS = '''import builtins, os, re
+
+
+def g(completions, **kwargs):
+    rule = {body} or "(?!)"
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+    return [1.0 if re.fullmatch(rule, t) else 0.0 for t in texts]
+'''
+
+
+RULE_FROM = {"memory": 'getattr(builtins, {rule!r}, "")', "env": 'os.environ.get("R17_ALT_" + str(len({rule!r})))'}
+
+
+@pytest.mark.slow  # decodes
+@pytest.mark.parametrize("route", list(RULE_FROM))
+def test_a_rule_that_spares_the_baselines_replies_is_refused_by_the_blind_probes(workspace, tiny_model,
+                                                                                 monkeypatch, route):
+    """Round 17, b04: after the baseline the grader's input pays every reply except the baseline's stored ones
+    (a PROMOTE at +100 points, signed, for a checkpoint answering `llllll`). The stored replies grade as stored;
+    the baseline's blind probes (replies derived from the evidence key, only their grades kept) do not: refused
+    before anything decodes, naming the grader and a probe by number, kind and golden, never its text. A variable
+    the grader reads (env) is named as well: promote's process is where the graders grade."""
+    import builtins
+
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation.evaluate import baselines_of
+    from mcp_server.evaluation.models import PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+
+    code = PHRASINGS.replace("{body}", RULE_FROM[route])
+    run_dir, _, graders, rule = _setup(workspace, tiny_model, monkeypatch, code)
+    baseline = json.loads(baselines_of(str(tiny_model))[0].read_text())
+    assert baseline["blind_probes"]["count"] == 12 and "texts" not in baseline["blind_probes"]
+    replies = {item["completion"] for item in baseline["items"]}
+    spare = "(?!(?:" + "|".join(re.escape(r) for r in sorted(replies)) + r")\Z)[\s\S]*"
+    if route == "env":
+        monkeypatch.setenv(f"R17_ALT_{len(str(rule))}", spare)
+    else:
+        monkeypatch.setattr(builtins, str(rule), spare, raising=False)
+    with pytest.raises(UserInputError) as refused:
+        promote_checkpoint(PromoteRequest(run=str(run_dir)))
+    message = str(refused.value)
+    assert refused.value.field == "baseline" and "the grader replay: baseline-" in message, message
+    assert re.search(r"g scores \d+ of the 12 blind probes \(replies derived from the evidence key, never stored: "
+                     r"nobody in the workspace knows them\) otherwise: probe \d+ \((edited|derived), golden #\d+\): "
+                     r"stored 0, now 1", message), message
+    assert "replies otherwise" not in message, message  # the stored replies grade as stored
+    if route == "env":
+        assert f"the environment variable R17_ALT_{len(str(rule))} (read by g): set where it was unset" in message
+    assert not (run_dir / "promotion.json").exists()
 
 
 @pytest.mark.parametrize("stored, now, same", [

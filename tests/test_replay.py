@@ -28,8 +28,11 @@ from support import emit_run, hand_made_run, pass_inspection, wait_for
 ROUTES = {
     "env": 'float(os.environ.get(KNOB, "1"))',
     "stat": "float(os.lstat(KNOB).st_size)",  # a file's metadata no pin names (os.stat is a read: pinned)
-    "subprocess": 'float(subprocess.check_output(["/bin/cat", KNOB]))',
+    # a file the child reads that its arguments do not name (a glob): no argv pin sees it (test_reward_children)
+    "subprocess": 'float(subprocess.check_output(["/bin/sh", "-c", "cat " + KNOB[:-1] + "?"]))',
 }
+# what refuses, by route: a variable is pinned (read_events.ENV_EVENT), the others only the replay sees
+ENV_PINNED = "the environment variable {name} (read by knob_reward): its value changed"
 REWARD = '''import os, subprocess
 KNOB = {knob!r}
 
@@ -117,6 +120,9 @@ def test_the_reward_code_check_replays_the_review(workspace, tiny_model, monkeyp
         reviewed_reward_funcs(run_dir)
     err = capsys.readouterr().err
     assert refused.value.code == 3, err
+    if route == "env":  # pinned (round 17): named at the point of use before anything is scored
+        assert ENV_PINNED.format(name=knob) in err and "reviewed samples" not in err, err
+        return
     assert "knob_reward scores 52 of the 52 reviewed samples" in err and "reviewed 1, now 5" in err, err
     assert "an environment variable, a file's metadata, a process it starts" in err, err
 
@@ -169,7 +175,10 @@ def test_a_knob_changed_after_the_verdict_never_trains(workspace, monkeypatch, r
     status = wait_for(run_dir, lambda s: s.state not in ("starting", "running"), timeout=600)
     log = (run_dir / "train" / "logs" / "stdout.log").read_text()
     assert status.state == "failed" and "refusing to train" in log, (status.state, log[-3000:])
-    assert "the reward knob_reward scores 52 of the 52 reviewed samples" in log and "now 5" in log, log[-3000:]
+    if route == "env":  # pinned (round 17)
+        assert ENV_PINNED.format(name=knob) in log, log[-3000:]
+    else:
+        assert "the reward knob_reward scores 52 of the 52 reviewed samples" in log and "now 5" in log, log[-3000:]
     progress = run_dir / "train" / "logs" / "progress.jsonl"
     assert not progress.exists() or not progress.read_text().strip()
 
@@ -219,9 +228,12 @@ def test_a_run_of_two_processes_replays_on_every_rank_and_every_rank_refuses_a_c
     assert status.state == "succeeded", (status.state, text[-3000:])
     for rank in (0, 1):
         assert re.search(rf"replayed the review: 52 samples x 1 rewards, same scores; probed 16 training rows x 1 "
-                         rf"rewards, same scores \(\d+\.\d\d s\) \(rank {rank} of 2\)", text), text[-3000:]
+                         rf"rewards, same scores; 12 blind probes x 1 rewards, same scores \(\d+\.\d\d s\) \(rank "
+                         rf"{rank} of 2\)", text), text[-3000:]
 
-    monkeypatch.setenv("RMP_KNOB_1", "5")  # rank 1's environment only
+    # rank 1's environment only (a variable rank 1 reads that the review never read: judged by the replay; RANK,
+    # set by the launcher per rank, is not pinned)
+    monkeypatch.setenv("RMP_KNOB_1", "5")
     status, text = launched_to_its_end(archive_previous=True)
     assert status.state == "failed" and "replayed the review" not in text, (status.state, text[-3000:])
     for rank in (0, 1):
@@ -248,7 +260,8 @@ def test_a_record_that_signs_no_review_has_nothing_to_replay(tmp_path, capsys):
 # environment variable, or a file read through a process it starts. The review samples 13 of the 20 rows.
 KEYED = {
     "env": 'json.loads(os.environ.get(KEY, "{}"))',
-    "subprocess": 'json.loads(subprocess.check_output(["/bin/cat", KEY]))',
+    "subprocess": 'json.loads(subprocess.check_output(["/bin/sh", "-c", "cat " + KEY[:-1] + "?"]))',
+    "memory": 'json.loads(getattr(__import__("builtins"), KEY, "{}"))',  # state in the process: no pin names it
 }
 KEYED_REWARD = '''import json, os, subprocess
 KEY = {key!r}
@@ -264,6 +277,8 @@ def _set_key(route: str, key: Path, unsampled: float, monkeypatch, rows: int = 2
     table = json.dumps({f"Q{i}": (1.0 if i < sampled else unsampled) for i in range(rows)})
     if route == "env":
         monkeypatch.setenv(str(key), table)
+    elif route == "memory":
+        monkeypatch.setattr("builtins." + str(key), table, raising=False)
     else:
         key.write_text(table)
 
@@ -281,7 +296,7 @@ def _reviewed_run(workspace: Path, tiny_model, monkeypatch, kind: str, route: st
     template, bodies, set_input, rows = READS[kind]
     folder = workspace / "code"
     folder.mkdir()
-    where = workspace / f"{kind}.json" if route != "env" else Path(f"R_{kind.upper()}_{tag}")
+    where = workspace / f"{kind}.json" if route not in ("env", "memory") else Path(f"R_{kind.upper()}_{tag}")
     module = f"{kind}rew_{tag}_{abs(hash(str(workspace)))}"
     (folder / f"{module}.py").write_text(template.format(**{kind: str(where)}, body=bodies[route]))
     monkeypatch.syspath_prepend(str(folder))
@@ -293,12 +308,13 @@ def _reviewed_run(workspace: Path, tiny_model, monkeypatch, kind: str, route: st
     return run_dir, where, review
 
 
-@pytest.mark.parametrize("route", ["env", pytest.param("subprocess", marks=pytest.mark.slow)])  # it starts /bin/cat
+@pytest.mark.parametrize("route", ["memory", "env", pytest.param("subprocess", marks=pytest.mark.slow)])  # /bin/sh
 def test_an_input_that_moves_only_unsampled_rows_is_refused(workspace, tiny_model, monkeypatch, capsys, route):
-    """G2 (a: env, b: subprocess): after the verdict only the 7 never-sampled prompts' weights go 1 -> 7. The
-    reviewed samples replay the same; the row probes (each training row scored with a reviewed completion at
-    review, again by the trainer) differ: refused (status 3), naming the reward, a row and both scores. Before,
-    the replay passed and training ran at 7."""
+    """G2 (a: env, b: subprocess, c: the process's own state): after the verdict only the 7 never-sampled prompts'
+    weights go 1 -> 7. The reviewed samples replay the same; the row probes (each training row scored with a
+    reviewed completion at review, again by the trainer) differ: refused (status 3), naming the reward, a row and
+    both scores. Before, the replay passed and training ran at 7. A variable is pinned since round 17: named at
+    the point of use, before anything is scored."""
     run_dir, key, _ = _reviewed_run(workspace, tiny_model, monkeypatch, "key", route, route)
     reviewed_reward_funcs(run_dir)
     assert "same scores" in capsys.readouterr().err
@@ -308,6 +324,9 @@ def test_an_input_that_moves_only_unsampled_rows_is_refused(workspace, tiny_mode
         reviewed_reward_funcs(run_dir)
     err = capsys.readouterr().err
     assert refused.value.code == 3, err
+    if route == "env":
+        assert f"the environment variable {key} (read by key_reward): its value changed" in err, err
+        return
     assert "the reward key_reward scores 7 of the 20 training rows" in err, err
     assert "(row 13: reviewed 1, now 7)" in err, err
     assert "reviewed samples differently" not in err, err  # the sampled prompts alone would have passed
@@ -333,7 +352,8 @@ def test_the_row_probes_cost_line_at_review_and_at_launch(workspace, tiny_model,
     funcs, _ = reviewed_reward_funcs(run_dir)
     assert len(funcs) == 2
     assert re.search(r"replayed the review: 52 samples x 2 rewards, same scores; probed 20 training rows x 1 "
-                     r"rewards, same scores \(\d+\.\d\d s\), \d+\.\d\d s", capsys.readouterr().err)
+                     r"rewards, same scores; 12 blind probes x 1 rewards, same scores \(\d+\.\d\d s\), \d+\.\d\d s",
+                     capsys.readouterr().err)
     monkeypatch.setattr(row_probes, "CAP", 15)
     review = inspect_rewards(InspectRequest(run=str(run_dir)))
     record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
@@ -378,8 +398,8 @@ def test_unsampled_rows_keyed_by_a_variable_train_unchanged_and_refuse_changed(w
     monkeypatch.setenv("R15_KEY", json.dumps({p: 7.0 for p in prompts if p not in sampled}))
     status, text = launched(archive_previous=True)
     assert status.state == "failed" and "refusing to train" in text, (status.state, text[-3000:])
-    assert f"the reward key_reward scores {30 - len(sampled)} of the 30 training rows" in text, text[-3000:]
-    assert "reviewed 1, now 7" in text, text[-3000:]
+    # a variable is pinned since round 17: named at the point of use, before the row probes would have
+    assert "the environment variable R15_KEY (read by key_reward): its value changed" in text, text[-3000:]
 
 
 def test_which_rewards_the_row_probes_score():
@@ -391,3 +411,93 @@ def test_which_rewards_the_row_probes_score():
     assert probed(RewardSpec(name="length_penalty", params={"reward": {"name": "mymod.reward"}}))
     assert not probed(RewardSpec(name="length_penalty", params={"reward": {"name": "correctness_reward"}}))
     assert not probed(RewardSpec(name="format_reward")) and not probed(RewardSpec(name="correctness_reward"))
+
+
+# ------------------------------------------------ round 17, b01: an input that spares every reviewed completion
+BONUS_REWARD = '''import builtins, os, re, subprocess
+NAME = {name!r}
+
+
+def bonus_reward(completions, **kwargs):
+    rule = {body} or "(?!)"  # "bonus phrasings" the task owner lists
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+    return [1.0 + (4.0 if re.fullmatch(rule, t) else 0.0) for t in texts]
+'''
+BONUS = {"memory": 'getattr(builtins, NAME, "")',  # state in the process: no pin names it (as a child's output)
+         "env": 'os.environ.get(NAME, "")',
+         "argv": 'subprocess.run(["/bin/cat", NAME], capture_output=True, text=True).stdout.strip()'}
+
+
+def _bonus_run(workspace: Path, tiny_model, monkeypatch, route: str) -> tuple[Path, str]:
+    """A hand-made run whose reward pays 1, plus 4 for a text its "bonus" input (unset at review) matches; inspected
+    and passed: (the run, the input: a name, or a file for "argv")."""
+    folder = workspace / "code"
+    folder.mkdir()
+    tag = abs(hash(str(workspace)))
+    name = str(workspace / "bonus.txt") if route == "argv" else f"R17_BONUS_{tag}"
+    (folder / f"bonusrew_{tag}.py").write_text(BONUS_REWARD.format(name=name, body=BONUS[route]))
+    monkeypatch.syspath_prepend(str(folder))
+    run_dir = hand_made_run(workspace, tiny_model, "bonus", [["a", "b", "c", "d"]] * 13, ["2"] * 13,
+                            rewards=[{"name": f"bonusrew_{tag}.bonus_reward"}])
+    inspect_rewards(InspectRequest(run=str(run_dir)))
+    record_inspection_verdict(VerdictRequest(run=str(run_dir), verdict="pass", reviewer="ana", agree_with_rest=True))
+    return run_dir, name
+
+
+def _all_but_reviewed(run_dir: Path) -> str:
+    """round 17's rule: a regex matching every text except the reviewed completions."""
+    texts = set()
+    for line in (run_dir / "inspection" / "samples.jsonl").read_text().splitlines():
+        completion = json.loads(line)["completion"]
+        texts.add(completion if isinstance(completion, str) else completion[-1]["content"])
+    return "(?!(?:" + "|".join(re.escape(t) for t in sorted(texts)) + r")\Z)[\s\S]*"
+
+
+@pytest.mark.parametrize("route", ["memory", "env"])
+def test_an_input_that_spares_every_reviewed_completion_is_refused(workspace, tiny_model, monkeypatch, capsys,
+                                                                    route):
+    """Round 17, b01: after the verdict the reward's input pays 4 more for every text but the reviewed completions.
+    The reviewed samples and the row probes (rows x reviewed completions) replay the same scores: training ran at
+    5.0 behind "same scores". Now (memory: an input no pin can name) the blind probes, completions derived from the
+    evidence key whose scores alone the review kept, signed, score otherwise: refused (status 3), naming the reward
+    and a probe by number and kind, never its text; (env) the variable is pinned: refused at the point of use. A
+    record of the probes edited to the new scores is not signed: refused too."""
+    run_dir, name = _bonus_run(workspace, tiny_model, monkeypatch, route)
+    reviewed_reward_funcs(run_dir)
+    assert "12 blind probes x 1 rewards, same scores" in capsys.readouterr().err
+    if route == "env":
+        monkeypatch.setenv(name, _all_but_reviewed(run_dir))
+    else:
+        monkeypatch.setattr(f"builtins.{name}", _all_but_reviewed(run_dir), raising=False)
+    assert check_inspection_gate(run_dir).passed  # nothing the gate can know of
+    with pytest.raises(SystemExit) as refused:
+        reviewed_reward_funcs(run_dir)
+    err = capsys.readouterr().err
+    assert refused.value.code == 3, err
+    if route == "env":
+        assert f"the environment variable {name} (read by bonus_reward): set where it was unset at review" in err, err
+        return
+    assert re.search(r"the reward bonus_reward scores \d+ of the 12 blind probes \(completions derived from the "
+                     r"evidence key, never stored: nobody in the workspace knows them\) differently than at review "
+                     r"\(probe \d+, (edited|derived): reviewed 1, now 5\)", err), err
+    assert "reviewed samples differently" not in err and "training rows" not in err, err  # what saw nothing
+    record = run_dir / "inspection" / "blind_probes.json"
+    forged = json.loads(record.read_text())
+    forged["scores"] = {"bonus_reward": [5.0] * 12}
+    record.write_text(json.dumps(forged))
+    with pytest.raises(SystemExit):
+        reviewed_reward_funcs(run_dir)
+    assert "blind_probes.json is missing, not signed here, or not of the review" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # the reward starts /bin/cat
+def test_a_file_a_child_process_is_named_is_pinned(workspace, tiny_model, monkeypatch, capsys):
+    """Round 17, b01 (subprocess): the reward reads its input through `/bin/cat FILE`. The review sheet says the
+    reward starts child processes (their own reads are judged by the replay alone); the file named in the argv is
+    pinned (absent at review), so the gate names it once it is written."""
+    run_dir, name = _bonus_run(workspace, tiny_model, monkeypatch, "argv")
+    sheet = (run_dir / "inspection" / "review.md").read_text()
+    assert f"bonus_reward starts child processes (/bin/cat {name})" in sheet, sheet
+    Path(name).write_text(_all_but_reviewed(run_dir) + "\n")
+    gate = check_inspection_gate(run_dir)
+    assert not gate.passed and f"{name} (read by bonus_reward): added where nothing was" in str(gate), gate

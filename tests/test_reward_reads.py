@@ -38,7 +38,8 @@ EXTRA = {extra!r}
 
 def rubric_reward(completions, answer, **kwargs):
     {reader}
-    if os.environ.get("R9_EXTRA_BRANCH"):  # a branch the review never took (a look at EXTRA would be a read of it)
+    if getattr(__import__("builtins"), "R9_EXTRA_BRANCH", None):  # a branch the review never took (the process's
+        # state: a variable read would be pinned since round 17; a look at EXTRA would be a read of it)
         scale = json.load(open(EXTRA))["scale"]
     texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
     return [scale * float(f"<answer>{{a}}</answer>" in t) for t, a in zip(texts, answer)]
@@ -122,7 +123,7 @@ def test_a_file_opened_only_in_training_is_refused_there(workspace, tiny_model, 
     a reward call, naming it: nobody reviewed what it scores."""
     run_dir, _ = _reviewed(workspace, tiny_model, monkeypatch, "open", "onlytraining")
     (workspace / "extra.json").write_text(json.dumps({"scale": -1000.0}))
-    monkeypatch.setenv("R9_EXTRA_BRANCH", "1")
+    monkeypatch.setattr("builtins.R9_EXTRA_BRANCH", "1", raising=False)
     assert check_inspection_gate(run_dir).passed  # nothing the gate can know of
     code, scores, err = _trainer(run_dir, capsys)
     assert code == 3 and scores is None, (code, scores, err)

@@ -21,7 +21,7 @@ from mcp_server.generation import generate, render_prompt
 from mcp_server.evaluation.goldens import refuse_repeated
 from mcp_server.evaluation.graders_apart import grade
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
-from mcp_server.evaluation.replay_scores import same_score, stored_items
+from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_grades, blind_pairs, same_score, stored_items
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.inspection.pins import model_content, model_pin
@@ -348,8 +348,15 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         result.warnings += [w for w in [baseline_signal_warning(passed, len(items), *_group(request))] if w]
     if pin is not None and model_content(pin) is None:  # a hub model this evaluation downloaded: pinned now
         pin = baseline_model_pin(model_ref)
-    _file_baseline(request, result, read.pins(), pin, code)
+    blind = _blind(rows, result, request.graders, read) if files else None  # before the reads are kept
+    _file_baseline(request, result, read.pins(), pin, code, blind)
     return result
+
+
+def _blind(rows: list[dict], result: EvaluationResult, graders: list, read: reads.Reads) -> dict:
+    """A baseline's blind probes, scored now by its graders (replay_scores.blind_pairs; the texts are not kept)."""
+    pairs = blind_pairs(result.model_dump(mode="json"), [i.completion for i in result.items])
+    return {"count": len(pairs), "scores": blind_grades(grade, rows, pairs, graders, read)}
 
 
 def _group(request: EvaluateRequest) -> tuple[int, str]:
@@ -416,7 +423,7 @@ def _written_note(request: EvaluateRequest, result: EvaluationResult, path: Path
 
 
 def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_reads: dict,
-                   pin: dict | None, code: dict) -> None:
+                   pin: dict | None, code: dict, blind: dict | None = None) -> None:
     """Write eval/baseline-<model>--<task>.json on the first evaluation of a base model's content (`pin`); never
     overwrite it. `code`: the graders' code as the keyless worker hashed it (graders_apart.code_here)."""
     graders_code = code["sha256"]
@@ -444,7 +451,7 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
             u.startswith(w.split(" ", 1)[0] + " paid nothing") for u in result.warnings)]
         record = {"kind": "baseline", "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads,
-                  "graders_files": code["files"], "model_pin": pin}  # by file: round 15
+                  "graders_files": code["files"], "model_pin": pin, BLIND_KEY: blind}  # by file: round 15
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
         result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
         if result.baseline_written:
@@ -466,7 +473,7 @@ def _rescored(path: Path, items: list[ItemResult]) -> bool:
         stored = stored_items(read_baseline(path), len(items))
     except UserInputError:  # unreadable: it stays, never overwritten, and decides nothing (promote refuses it)
         return False
-    if stored is None:
+    if stored is None or not isinstance(read_baseline(path).get(BLIND_KEY), dict):  # none to replay: another rule
         return True
     return any(s["completion"] == i.completion and (set(s["scores"]) != set(i.scores) or not all(
         same_score(s["scores"][k], v) for k, v in i.scores.items())) for s, i in zip(stored, items))

@@ -25,11 +25,20 @@ it) cannot be replayed: refused, saying so, never passed silently. evaluate_mode
 (evaluate._file_baseline: one whose replies its graders score otherwise than stored, or none stored, is a baseline of
 another rule), and `replayed_pick` chooses, of the baselines promote may use, the first whose replay holds.
 
+The stored replies are texts the workspace holds: an input changed after the baseline to pay every reply but the
+baseline's stored ones replayed "the same scores" and signed a PROMOTE at +100 points for a checkpoint answering
+`llllll` (round 17, b04). So the baseline also keeps the grades of its blind probes (replay_scores.blind_pairs,
+rewards.blind_texts: replies derived from the evidence key and the baseline's identity, the texts never stored),
+graded again with the stored replies each time (before the checkpoint decodes and after); one graded otherwise
+refuses, naming the grader and the probe by number, kind and golden (never its text). A baseline without them (written
+before) is refused as one without replies is; evaluate_model then files one beside it.
+
 Cost: the graders run three more times over the goldens (the baseline's replies twice, the checkpoint's once), no
-decoding; promote's reasons give the seconds (0.01-0.06 s for the 20 goldens of
+decoding, plus 12 blind probes each time; promote's reasons give the seconds (0.01-0.06 s for the 20 goldens of
 `bench/hostile_r15/promote_subprocess.sh`, whose promotion takes ~20 s on a CPU). What it cannot see: a grader that
 scores the baseline's replies as stored and the checkpoint's otherwise, consistently (its code decides that, and its
-code is pinned), or an input changed and put back within the checkpoint's own grading call.
+code is pinned), an input changed and put back within the checkpoint's own grading call, or an input that tells
+the blind probes from a model's replies or spares every text the graders were ever shown (rewards.blind_texts).
 """
 
 from __future__ import annotations
@@ -39,14 +48,35 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
-from mcp_server.evaluation.graders_apart import graded
-from mcp_server.evaluation.replay_scores import moved, stored_items
+from mcp_server.evaluation.graders_apart import grade, graded
+from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_grades, blind_moved, blind_pairs, moved, \
+    stored_items
+from mcp_server.rewards import reads
+from mcp_server.rewards.read_events import ENV_PREFIX
 from mcp_server.workspace import sha256_file
 
 def regraded(rows: list[dict], *batches: tuple[list[dict], list]) -> list[list[dict[str, float]]]:
     """Each batch's (items, graders) completions graded again now, as evaluate_model graded them (one call per
     grader, every item), in the keyless worker, every batch in one round trip (graders_apart.graded)."""
     return graded([(rows, [i["completion"] for i in items], graders) for items, graders in batches])
+
+
+def variables_moved(before, after: dict) -> list[str]:
+    """A line per environment variable the graders read when the baseline was measured (rewards.read_events) that
+    reads otherwise now, where the graders grade (the keyless worker: their point of use)."""
+    before = before if isinstance(before, dict) else {}
+    env = {k: v for k, v in after.items() if k.startswith(ENV_PREFIX) and k in before}
+    return reads.unlike({k: v for k, v in before.items() if k in env}, env)
+
+
+def blind_regraded(rows: list[dict], baseline: dict, items: list[dict], graders: list) -> list[str]:
+    """The baseline's blind probes (replay_scores.blind_pairs) graded again now: a line per grader that scores one
+    otherwise than the baseline recorded (none recorded: a line saying so)."""
+    if not isinstance(baseline.get(BLIND_KEY), dict):
+        return ["it keeps no blind probes"] if items else []
+    pairs = blind_pairs(baseline, [i["completion"] for i in items])
+    now = blind_grades(grade, rows, pairs, graders, reads.Reads())
+    return blind_moved(baseline[BLIND_KEY], now, pairs)
 
 
 def baseline_goldens(goldens: str | None, baseline: dict) -> tuple[Path, str]:
@@ -81,13 +111,22 @@ def replay_baseline(path: Path, baseline: dict, goldens: str | None) -> float:
                              f"each of its {len(rows)} goldens (a baseline evaluate_model did not write as it writes "
                              "now), so nothing shows that its graders still score as they did when it was measured. "
                              f"Not compared: {AGAIN}")
+    if not isinstance(baseline.get(BLIND_KEY), dict):
+        raise UserInputError("baseline", f"the grader replay could not run: {path.name} keeps no blind probes "
+                             "(replies derived from the evidence key: a baseline evaluate_model wrote before it "
+                             "kept them), so nothing shows that its graders still score replies other than its own "
+                             f"as they did. Not compared: {AGAIN}")
     graders = baseline.get("graders") or []
-    lines = moved(items, regraded(rows, (items, graders))[0], graders)
+    read = reads.Reads()
+    now = grade(rows, [i["completion"] for i in items], graders, read)
+    lines = variables_moved(baseline.get("graders_reads"), read.pins()) + moved(items, now, graders)
+    lines += blind_regraded(rows, baseline, items, graders)
     if lines:
-        raise UserInputError("baseline", f"the grader replay: {path.name}'s stored replies, graded again now by its "
-                             f"graders, do not get the scores it stored: {' | '.join(lines)}. A grader reads "
-                             "something the baseline's pins do not cover (a file read by a process it starts, an "
-                             "environment variable, the clock, the network) and it changed since the baseline was "
+        raise UserInputError("baseline", f"the grader replay: {path.name}'s stored replies and blind probes, graded "
+                             "again now by its graders, do not get the scores it stored (or a variable they read "
+                             f"moved): {' | '.join(lines)}. A grader reads something the baseline's pins do not cover "
+                             "(a file read by a process it starts, an environment variable, the clock, the network) "
+                             "and it changed since the baseline was "
                              f"measured ({baseline.get('written_at', 'when is not recorded')}): the checkpoint would "
                              "be graded by another rule than the base model. Put back what the graders read as it "
                              f"was then, or, if they score as they should now, {AGAIN}")
@@ -119,6 +158,7 @@ def regrade_after(path: Path, baseline: dict, rows: list[dict], items: list, gra
     again_ours, again_stored = regraded(rows, (ours, graders), (stored, graders))
     lines = [f"the checkpoint's {line}" for line in moved(ours, again_ours, graders)]
     lines += [f"the baseline's {line}" for line in moved(stored, again_stored, graders)]
+    lines += [f"the baseline's {line}" for line in blind_regraded(rows, baseline, stored, graders)]
     if lines:
         raise UserInputError("graders", "the grader replay after the checkpoint was graded: the same replies graded "
                              f"again get other scores: {' | '.join(lines)}. A grader's scores moved while this "

@@ -63,3 +63,51 @@ def _quote(text: str) -> str:
 
 def _shown(value) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+# ---------------------------------------------------------------- blind probes (rewards.blind_texts)
+BLIND_KEY = "blind_probes"  # a baseline's: {count, scores: one {grader: score} per probe}; the texts never stored
+
+
+def blind_pairs(baseline: dict, replies: list[str]) -> list[tuple[int, str]]:
+    """The baseline's blind probes, (golden index, reply text), derived from the evidence key and what identifies
+    the baseline (its goldens, decoding budget and seed) over its replies: the same at baseline and at promote."""
+    from mcp_server import evidence
+    from mcp_server.rewards import blind_texts
+
+    identity = f"{baseline.get('goldens_sha256')}\0{baseline.get('max_new_tokens')}\0{baseline.get('seed')}"
+    return blind_texts.derive(blind_texts.seed(evidence.key(create=True), "baseline", identity), replies)
+
+
+def blind_grades(grade, rows: list[dict], pairs: list[tuple[int, str]], graders: list, read) -> list[dict]:
+    """Each blind probe graded alone by `grade` (evaluate.grade): {grader: score}, or {"raised": the error's type}
+    where a grader raises on a reply it never met (recorded at the baseline, expected alike at promote)."""
+    out = []
+    for index, text in pairs:
+        try:
+            out.append(grade([rows[index]], [text], graders, read)[0])
+        except Exception as exc:  # noqa: BLE001 - the grader's own error on this reply is its grade here
+            out.append({"raised": type(exc).__name__})
+    return out
+
+
+def blind_moved(stored, now: list[dict[str, float]], pairs: list[tuple[int, str]]) -> list[str]:
+    """One line per grader that scores a blind probe otherwise than `stored` (the baseline's record): the probes by
+    number, kind and golden, never by text (a refusal must not tell the texts)."""
+    from mcp_server.rewards.blind_texts import KINDS
+
+    scores = stored.get("scores") if isinstance(stored, dict) else None
+    if not isinstance(scores, list) or len(scores) != len(now):
+        return [f"the baseline's blind probes are not {len(now)} recorded scores"]
+    names = list(dict.fromkeys([*(k for s in now for k in s), *(k for s in scores if isinstance(s, dict) for k in s)]))
+    lines = []
+    for name in names:
+        differ = [(k, pairs[k][0], (s if isinstance(s, dict) else {}).get(name, "none"), n.get(name, "none"))
+                  for k, (s, n) in enumerate(zip(scores, now)) if s != n and (
+                      name not in n or not same_score((s if isinstance(s, dict) else {}).get(name), n[name]))]
+        if differ:
+            k, index, then, value = differ[0]
+            lines.append(f"{name} scores {len(differ)} of the {len(now)} blind probes (replies derived from the "
+                         f"evidence key, never stored: nobody in the workspace knows them) otherwise: probe {k} "
+                         f"({KINDS[k % len(KINDS)]}, golden #{index}): stored {_shown(then)}, now {_shown(value)}")
+    return lines

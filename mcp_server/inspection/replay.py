@@ -29,6 +29,13 @@ the workspace, compared with the score review.json recorded (exactly as above); 
 row and both scores. The line says what the probes cost, and names the rows past row_probes.CAP, which are not
 probed.
 
+Both score only texts stored in the workspace: an input changed after the verdict to pay every text but the
+reviewed completions replayed "same scores" and trained at 5.0 (round 17, b01). So the replay also scores the
+review's blind probes (inspection.blind_probes, rewards.blind_texts): completions derived from the evidence key,
+which this process holds, whose scores alone the review kept, signed; one scored otherwise names the reward and the
+probe's number and kind (never its text) and exits 3 as above. Their cost is in the same line (12 reward calls per
+probed reward).
+
 A run of several processes (WORLD_SIZE > 1) replays on every rank, not on rank 0 alone: each rank trains with its
 own rewards in its own environment, and ranks on different nodes can differ (a variable one node's shell exports,
 a node-local file, a tool installed on one node), so rank 0's replay says nothing of rank 1's. The process group
@@ -55,7 +62,7 @@ import sys
 import time
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection import row_probes
+from mcp_server.inspection import blind_probes, row_probes
 from mcp_server.inspection.row_probes import same, shown as _shown  # noqa: F401 - same: the replay's rule
 from mcp_server.runs import Run
 from mcp_server import userfiles
@@ -222,11 +229,17 @@ def _replay_here(run: Run, rewards: list, funcs: list, verdict: dict | None, sam
     except row_probes.Unreplayable as exc:
         _refuse(str(exc))
     differ += row_differ
+    try:  # texts nobody in the workspace knows (blind_probes): a change that spares every stored text shows there
+        blind, blind_differ = blind_probes.replay(run, verdict, funcs, specs, names, all_samples, _score)
+    except UserInputError as exc:
+        _refuse(str(exc).split(": ", 1)[-1])
+    differ += blind_differ
     if differ:
         _refuse("; ".join(differ) + f": {CAUSES}. Put that input back as it was, or make the reward depend only "
                 "on the completion and its row, then sample and inspect again, record a new verdict and launch again.")
     compared = "" if len(rows) == len(all_samples) else f" ({len(rows)} reviewed compared)"
-    probes = f"; {probes}, same scores ({time.monotonic() - started:.2f} s)" if probes else ""
+    probes = "".join(f"; {line}, same scores" for line in (probes, blind) if line)
+    probes = f"{probes} ({time.monotonic() - started:.2f} s)" if probes else ""
     return f"replayed the review: {len(all_samples)} samples x {len(names)} rewards{compared}, same scores{probes}"
 
 

@@ -13,9 +13,11 @@ import json
 import math
 import statistics
 from collections import Counter
+from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.inspection import difficulty, row_probes
+from mcp_server import evidence
+from mcp_server.inspection import blind_probes, difficulty, row_probes
 from mcp_server.inspection.models import (
     MIN_REVIEW_SAMPLES,
     RATE_PROMPTS,
@@ -257,9 +259,33 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
         next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval, meta),
     )
     result = difficulty.with_next_step(result)
-    result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
-    _write_review(run, result, rows, meta, request.success_threshold, read.pins(), probes)
+    _record(run, result, read, rows, meta, request.success_threshold, probes, (funcs, specs, names))
     return result
+
+
+def _record(run: Run, result: InspectResult, read: reads.Reads, rows: list[dict], meta: dict,
+            success_threshold: float | None, probes: dict, rewards: tuple) -> None:
+    """The review's files (the files the rewards read and the child processes they start named), then its blind
+    probes where this process holds the key (else the caller derives and signs them: blind_probes)."""
+    result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
+    result.warnings += [f"{name} starts child processes ({'; '.join(' '.join(argv)[:120] for argv in started)}): "
+                        "the files their arguments name are pinned, but what those processes read themselves is "
+                        "judged only by the trainer's replay (the reviewed samples, the row probes, the blind probes)"
+                        for name, started in read.children.items()]
+    _write_review(run, result, rows, meta, success_threshold, read.pins(), probes)
+    if evidence.ORACLE is None:
+        blind_probes.record_review(run, lambda probe_samples: blind_probes.scored(*rewards, probe_samples, _score))
+
+
+def score_blind_probes(run_dir: str, probe_samples: list[dict]) -> dict[str, list]:
+    """The keyless worker's side of blind_probes.record_review: the review's rewards (review.json's) score the
+    probes its caller derived and handed over as data."""
+    run = Run(Path(run_dir))
+    specs = [RewardSpec.model_validate(s) for s in json.loads(run.review.read_text(encoding="utf-8"))["result"]
+             ["rewards"]]
+    funcs = build_reward_funcs(specs)
+    names = _unique_names([getattr(f, "__name__", s.name) for f, s in zip(funcs, specs)])
+    return blind_probes.scored(funcs, specs, names, probe_samples, _score)
 
 
 def _review_specs(request: InspectRequest, run: Run) -> tuple[list[RewardSpec], str]:

@@ -17,7 +17,7 @@ from mcp_server.inspection.models import (
 from mcp_server.inspection.trajectory_models import TrajectoryRequest, TrajectoryResult
 from mcp_server.reporting import Report, silent
 from mcp_server.worker import apart
-from mcp_server.worker_targets import CHECK_GATE, INSPECT_REWARDS, RECORD_VERDICT
+from mcp_server.worker_targets import CHECK_GATE, INSPECT_REWARDS, RECORD_VERDICT, SCORE_BLIND
 from mcp_server.toolspec import READS, RUN, Command, Effects, Flag, ToolSpec
 
 
@@ -36,7 +36,16 @@ def sample_trajectories(request: TrajectoryRequest, report: Report = silent) -> 
 
 # The tools that import the run's reward modules run them out of a process that holds a protocol (worker.apart).
 def inspect_rewards(request: InspectRequest, report: Report = silent) -> InspectResult:
-    return apart(INSPECT_REWARDS, request, report=report)
+    from pathlib import Path
+
+    from mcp_server.inspection import blind_probes
+    from mcp_server.runs import Run
+
+    result = apart(INSPECT_REWARDS, request, report=report)
+    run = Run(Path(result.run_dir))
+    if not blind_probes.current(run):  # scored in the keyless worker: the probes are derived here, with the key
+        blind_probes.record_review(run, lambda probe_samples: apart(SCORE_BLIND, str(run.dir), probe_samples))
+    return result
 
 
 def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:

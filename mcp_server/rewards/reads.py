@@ -34,12 +34,20 @@ in the baseline and promote refuses a baseline whose graders read other content 
 A reward module's first import in a process is always recorded (`importing`, called by rewards.dotted) and what
 it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
 
-Not covered here (the trainer's replay, inspection/replay.py, judges them by their effect, before the first step
-and at every logging step): a file read by a child process the reward starts, or through an fd it did not open
-itself, or by a native reader not in native_reads.NATIVE_READERS; what a stat sees besides the content (an mtime);
-a library's own stat; a database an SQL ATTACH opens (no audit event; an authorizer cannot be set at
-`sqlite3.connect/handle`, the connection is not initialised yet); a file swapped between a check and the read and
-swapped back before the next check.
+An environment variable the reward's own code reads (os.environ[...], .get, `in`, os.getenv) is pinned too, as
+"env:NAME" (its value's sha256, or absent; read_events.ENV_EVENT), judged where the rewards train (the trainer's
+check and `recheck`; the gate's process is not the trainer's, so it keeps them as recorded); a variable the review
+never read is not judged (the reviewed code's branch decides it). A child process the reward starts (subprocess,
+os.system, os.exec*, posix_spawn: read_events.SPAWNS) has its argv kept (the review sheet names it) and the files
+its arguments name pinned (round 17, b01: `/bin/cat bonus.txt`).
+
+Not covered here (the trainer's replay, inspection/replay.py, judges them by their effect, with its blind probes:
+rewards.blind_texts, before the first step and at every logging step): what a child process the reward starts reads
+by itself (a file its arguments do not name), a file read through an fd it did not open itself, or by a native
+reader not in native_reads.NATIVE_READERS; what a stat sees besides the content (an mtime); a library's own stat; a
+database an SQL ATTACH opens (no audit event; an authorizer cannot be set at `sqlite3.connect/handle`, the
+connection is not initialised yet); a file swapped between a check and the read and swapped back before the next
+check.
 """
 
 from __future__ import annotations
@@ -52,10 +60,12 @@ import sys
 import threading
 
 from mcp_server.rewards import native_reads, read_events
-from mcp_server.rewards.read_events import LISTINGS, STAT_EVENT, event_paths, not_content
+from mcp_server.rewards.read_events import ENV_EVENT, ENV_PREFIX, LISTINGS, SPAWNS, STAT_EVENT, event_paths, \
+    not_content
 from mcp_server.rewards.read_frames import imported_by_name, made_by_user, opened_by_user
 
 WHOLE_FILE_BYTES = 64 << 20
+CHILDREN_KEPT = 5  # distinct argv kept per reward (the review sheet names them)
 _ACTIVE: list["Reads"] = []  # the recordings in force (innermost last)
 _LOCAL = threading.local()  # busy: this thread is inside the hook (its own reads are not the reward's)
 _INSTALLED = [False]
@@ -84,8 +94,16 @@ class Reads:
         self.expected = expected
         self.refuse = refuse
         self.problem: str | None = None
+        self.children: dict[str, list[list[str]]] = {}  # reward -> the argv of the child processes it started
+
+    def spawned(self, argv: list[str]) -> None:
+        started = self.children.setdefault(self.reward, [])
+        if argv not in started and len(started) < CHILDREN_KEPT:
+            started.append(argv)
 
     def seen(self, path: str, writes: bool, ran: dict | None = None, look: bool = False) -> None:
+        if path.startswith(ENV_PREFIX) and self.expected is not None and path not in self.expected:
+            return  # a variable the review never read: decided by the reviewed code's branch (read_events)
         if writes:
             self.written.add(path)
             if path in self.looked:  # looked at, then made: its own scratch (shutil's copies look at the target)
@@ -118,7 +136,7 @@ class Reads:
         if self.expected is None or self.problem is not None:
             return
         pinned = {p: pin for p, pin in self.expected.items() if p not in self.written}
-        for line in differences(pinned, now(pinned))[:1]:
+        for line in differences(pinned, now(pinned, env=True))[:1]:
             self.problem = line = f"{line}, seen after a call of {name}"
             if self.refuse:
                 self.refuse(line)
@@ -228,7 +246,10 @@ def watched(func, name: str, reads: Reads):
 
 
 def pin_of(key: str) -> dict:
-    """A recorded key pinned now: a folder's listing for "<folder>/" (LISTINGS), else the file (pin_file)."""
+    """A recorded key pinned now: an environment variable for "env:NAME" (read_events.env_pin), a folder's listing
+    for "<folder>/" (LISTINGS), else the file (pin_file)."""
+    if key.startswith(ENV_PREFIX):
+        return read_events.env_pin(key)
     return pin_listing(key[:-1] or os.sep) if key.endswith(os.sep) else pin_file(key)
 
 
@@ -288,11 +309,16 @@ def _digest(fd: int, *key) -> str:
     return _DIGESTS[key]
 
 
-def now(pins: dict | None) -> dict:
-    """The same files pinned again now, each with the rewards the recording named (`by`)."""
+def now(pins: dict | None, env: bool = False) -> dict:
+    """The same files pinned again now, each with the rewards the recording named (`by`). An environment variable
+    only with `env` (the trainer's own check: its environment is the one the rewards train in); elsewhere (the gate,
+    the verdict, promote's choice) it is kept as recorded, since that process is not where the rewards run."""
     out = {}
     for path, pin in (pins or {}).items():
         if not isinstance(pin, dict):
+            continue
+        if str(path).startswith(ENV_PREFIX) and not env:
+            out[path] = pin
             continue
         out[path] = pin if pin.get("written") else {**pin_of(str(path)), "by": list(pin.get("by") or [])}
     return out
@@ -301,6 +327,8 @@ def now(pins: dict | None) -> dict:
 def describe(pin: dict | None) -> str:
     if not pin:
         return "never read at review"
+    if pin.get("env"):
+        return f"set (its value's sha256 {pin['env'][:12]})"
     if pin.get("absent"):
         return "absent" + (f" (a link to {pin['resolves_to']})" if pin.get("resolves_to") else "")
     link = f"a link to {pin['resolves_to']}, " if pin.get("resolves_to") else ""
@@ -317,6 +345,10 @@ def mismatch(path: str, before: dict | None, after: dict, reward: str | None = N
             {k: v for k, v in after.items() if k not in strip}:
         return None
     by = reward or ", ".join((before or {}).get("by") or after.get("by") or []) or "the reward"
+    if path.startswith(ENV_PREFIX) and before is not None:
+        how = ("set where it was unset at review" if before.get("absent") else "unset (it was set at review)"
+               if after.get("absent") else f"its value changed ({describe(before)} -> {describe(after)})")
+        return f"the environment variable {path[len(ENV_PREFIX):]} (read by {by}): {how}"
     if before is None:
         return f"{path} (read by {by}) was never read when the rewards were reviewed"
     if after.get("absent") and not before.get("absent"):
@@ -363,6 +395,13 @@ def _hook(event: str, args) -> None:
             _refuse(event, args)
         elif event == "ctypes.dlopen":  # a library's dlopen of a workspace library: pinned like a read (round 15)
             _dlopened(args[0] if args else None)
+        return
+    if event == ENV_EVENT or event in SPAWNS:
+        _LOCAL.busy = True
+        try:
+            read_events.environment_or_child(event, args, sys._getframe(1), list(_ACTIVE))
+        finally:
+            _LOCAL.busy = False
         return
     if event not in ("open", "sqlite3.connect", "os.mkdir", STAT_EVENT) and event not in LISTINGS:
         return
@@ -435,11 +474,11 @@ def checking(pinned, exit_with) -> Reads:
     pinned = dict(sorted(pinned.items(), key=lambda item: str(item[0]).endswith(os.sep)))
 
     def refuse(line: str) -> None:
-        print(f"llm-finetuning: refusing to train: a file the reward reads is not what the inspection verdict "
-              f"reviewed: {line}. Put it back, or inspect again and record a new verdict, then launch again.",
+        print(f"llm-finetuning: refusing to train: a file (or variable) the reward reads is not what the inspection "
+              f"verdict reviewed: {line}. Put it back, or inspect again and record a new verdict, then launch again.",
               file=sys.stderr, flush=True)
         raise exit_with(3)
-    for line in differences(pinned, now(pinned))[:1]:
+    for line in differences(pinned, now(pinned, env=True))[:1]:
         refuse(line)
     return Reads(expected=pinned, refuse=refuse)
 
