@@ -36,10 +36,12 @@ def launchers(run_dir: Path) -> list[psutil.Process]:
         try:
             if is_launcher(proc.info["cmdline"]) and Path(proc.cwd()).resolve() == run_dir.resolve() \
                     and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
+                found.append((proc, proc.ppid()))
         except psutil.Error:
             continue
-    return found
+    # bash's own subshells (a pipe, a command substitution) carry its command line while they live: one launcher
+    pids = {proc.pid for proc, _ in found}
+    return [proc for proc, parent in found if parent not in pids]
 
 
 def test_emission_never_overwrites_keeps_names_readable_and_a_failed_emit_leaves_nothing(workspace, tiny_model):
