@@ -142,10 +142,6 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     moe = is_moe(model)
     variant, reason = choose_variant(request.variant, request.symptom, moe, request.override_reason)
     gpu, _ = resolve_target(request.gpu)
-    try:
-        defaults, aliases = trl_defaults(), installed_aliases()
-    except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
-        defaults, aliases = {}, {}
     # a GPU target: never a layout the memory plan has not checked (an unknown architecture is refused)
     size_b = model_size_b(model, None if gpu is None else f"{request.num_gpus}x {request.gpu}")
     if size_b is None and not Path(model).is_dir():  # a CPU run loads it here: a name nothing knows is refused
@@ -159,6 +155,11 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
                              "leave thinking empty for it")
     data = _dataset_fields(request, run)
     cost = turn_cost(record, model, reset_rows(data.fields, run.dir, request.prompt_column))
+    # TRL last: every refusal above needs no TRL, so none waits on its import or follows the CLI's "loading TRL" line
+    try:
+        defaults, aliases = trl_defaults(), installed_aliases()
+    except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
+        defaults, aliases = {}, {}
     return Given(request=request, run=run, model=model, moe=moe, variant=variant, variant_reason=reason, gpu=gpu,
                  trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data.fields,
                  prompts=data.prompts, dynamic_sampling=dynamic_sampling.settings(request, variant, record is not None),
