@@ -99,6 +99,12 @@ AREAS: dict[str, Area] = {a.name: a for a in (
                                             "tests/test_sandbox_host_state.py", "tests/test_reward_factory_params.py",
                                             "tests/test_sandbox_endings.py"),
          marker=""),
+    # The tools' doors (m14): the request models' limits, the CLI's flags, the read-only mode, the JSON-RPC wire. The
+    # wire runs only in a server process (coverage does not follow it): its judges are slow, the area's files run.
+    Area("doors", "tool doors and inputs", ("tests/test_input_limits.py", "tests/test_cli_switches.py",
+                                            "tests/test_tool_registry.py", "tests/test_server_inputs.py",
+                                            "tests/test_bad_input.py"),
+         marker=""),
 )}
 
 # The test files that cover each mutated module, where they are fewer than its area's (the lane's time is the
@@ -141,6 +147,11 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
                      "tests/test_reward_reads_native.py")),
     "mcp_server/inspection/loaded_config.py": ("tests/test_loaded_is_what_was_checked.py",
                                                "tests/test_loaded_weights.py"),
+    # the m14 tables (issue 48): each door's contract as generated rows
+    "mcp_server/inputs.py": ("tests/test_input_limits.py", "tests/test_bad_input.py"),
+    "mcp_server/cli_flags.py": ("tests/test_cli_switches.py",),
+    "mcp_server/toolspec.py": ("tests/test_tool_registry.py",),
+    "mcp_server/jsonrpc.py": ("tests/test_server_inputs.py",),
 }
 
 M = Mutation
@@ -845,8 +856,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "record_inspection_verdict, and the gate stays open: the verdict vouches for a sheet inspect_rewards never "
       "wrote"),
     M("m6-gate-config-moved-since-sampling", "gate", "mcp_server/inspection/gate.py",
-      '    moved = changes(meta.get("config_pins") or {}, config_pins(run))',
-      '    moved = changes(meta.get("config_pins") or {}, meta.get("config_pins") or config_pins(run))',
+      '    moved = changes(meta.get("config_pins") or {}, config_pins(run))\n',
+      '    moved = changes(meta.get("config_pins") or {}, meta.get("config_pins") or config_pins(run))\n',
       "train/config.yaml edited between sample_completions and record_inspection_verdict (another temperature, "
       "model or data set) is not noticed: the pass is recorded pinning the new config and the gate opens on "
       "samples drawn with the old one"),
@@ -2245,6 +2256,43 @@ MUTATIONS: tuple[Mutation, ...] = (
       "            {FIELD.ddp_timeout: int(max(float(timeout), 3600))}))\n",
       "the NCCL-timeout patch sets ddp_timeout 7200 to 7200, not 14400 ('the patch doubles it'); at TRL's default "
       "1800 both give the 3600 floor"),
+    # ------------------------------------------------------------------ m14: a fourteenth blind audit (issue 48)
+    # Written blind as m13 was (/tmp/m14, base c8c9ab1), 20 mutations over four areas: 14/20 caught. The six
+    # survivors below, killed since by tables (m14kill), each applied by hand and seen to fail: the fence tags written
+    # out in tests/test_rewards.py (no longer read from PYTHON_TAGS), list_runs' order through the CLI and MCP
+    # (tests/test_run_list_order.py), every declared limit at and one over it (tests/test_input_limits.py, and the
+    # wire's in tests/test_server_inputs.py), every CLI switch absent and given (tests/test_cli_switches.py), every
+    # LLM_FINETUNING_READ_ONLY value x the tool list (tests/test_tool_registry.py), and every reply kind followed by
+    # the end of input, and its id reused (tests/test_server_inputs.py). The read-only values moved to
+    # toolspec.READ_ONLY_OFF since ("off" added): the mutation drops "0" from it as the audit's did from the tuple.
+    M("m14-sandbox-py-fence-not-python", "sandbox", "mcp_server/rewards/code.py",
+      'PYTHON_TAGS = ("", "python", "python3", "py")\n',
+      'PYTHON_TAGS = ("", "python", "python3")\n',
+      "a completion's ```py block is no code: the whole text is run and an honest solution scores 0.0, where it "
+      "scored 1.0"),
+    M("m14-runs-list-oldest-first", "runs", "mcp_server/runs.py",
+      "    return [Run(p) for p in sorted(dirs, key=lambda p: p.name, reverse=True)]\n",
+      "    return [Run(p) for p in sorted(dirs, key=lambda p: p.name)]\n",
+      "list_runs lists the oldest run first, where its result says newest first"),
+    M("m14-doors-name-max-refused", "doors", "mcp_server/inputs.py",
+      "    if len(longest) > NAME_MAX:\n",
+      "    if len(longest) >= NAME_MAX:\n",
+      "a run, file or folder name of exactly 255 bytes (legal everywhere) is refused as too long"),
+    M("m14-doors-inverted-switch-absent-off", "doors", "mcp_server/cli_flags.py",
+      '        if value is None or (value is False and read in ("switch", "invert")):\n',
+      '        if value is None or (value is False and read in ("switch",)):\n',
+      "an inverted switch left out turns its field off: validate-config without --no-rehearse skips the "
+      "rehearsal, plan-memory without --no-validate skips the lever checks, launch-training without --no-submit "
+      "does not submit"),
+    M("m14-doors-read-only-zero-on", "doors", "mcp_server/toolspec.py",
+      'READ_ONLY_OFF = ("", "0", "false", "no", "off")\n',
+      'READ_ONLY_OFF = ("", "false", "no", "off")\n',
+      "LLM_FINETUNING_READ_ONLY=0 serves the read-only tool list (and runs no reward module), where 0 is off"),
+    M("m14-doors-error-reply-not-an-answer", "doors", "mcp_server/jsonrpc.py",
+      "        if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):\n",
+      "        if isinstance(item.message, types.JSONRPCResponse):\n",
+      "after a request answered with an error (an unknown method), the end of input never ends the server, and the "
+      "same id sent again is refused as still in flight"),
 
 
 )

@@ -22,12 +22,13 @@ from pathlib import Path
 
 from mcp_server.errors import UserInputError, one_line
 from mcp_server.tiny import cache_root
+from mcp_server.toolspec import read_only
 
 def user_code_allowed() -> bool:
     """False in the read-only mode (LLM_FINETUNING_READ_ONLY=1, `python -m mcp_server --read-only`): no user code
     (a run's reward modules) is imported or run; dotted paths are resolved from the files on disk
     (rewards.sources.static_spec) and the rehearsal, which trains a step with the rewards, does not run."""
-    return os.environ.get("LLM_FINETUNING_READ_ONLY", "").strip().lower() in ("", "0", "false", "no")
+    return not read_only()
 
 
 # The folder that holds the `mcp_server` package: put on PYTHONPATH of a training interpreter that does not

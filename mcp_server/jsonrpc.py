@@ -115,9 +115,10 @@ def error_reply(line: str, exc: Exception) -> types.JSONRPCError:
 def too_big_reply(line: str) -> types.JSONRPCError | None:
     """The error for a line over MAX_LINE characters or MAX_COLONS colons, unparsed, else None: its id when the
     line starts with it (after "jsonrpc" and "method", as clients write them), else null."""
-    colons = line.count(":") if len(line) > MAX_COLONS else 0
-    if len(line) > MAX_LINE:
-        why = f"a message of {len(line)} characters; at most {MAX_LINE} are read (one line)"
+    size = len(line) - line.endswith("\n") - line.endswith("\r\n")  # the message, less its line's ending
+    colons = line.count(":") if size > MAX_COLONS else 0
+    if size > MAX_LINE:
+        why = f"a message of {size} characters; at most {MAX_LINE} are read (one line)"
     elif colons > MAX_COLONS:
         why = f"a message with {colons} colons; at most {MAX_COLONS} are read (each object key takes one)"
     else:

@@ -158,7 +158,14 @@ def print_result(result: BaseModel, as_json: bool, human: Callable[[Any], str] |
         print("\n".join(one_line(line) for line in human(result).split("\n")), file=result_stream())
 
 
+# LLM_FINETUNING_READ_ONLY's values that leave the mode off (any case, spaces around ignored); unset is off too.
+# Every other value turns it on ("1", "true", "yes", or one misspelt): a value nobody meant as off never unlocks
+# the tools that write (tests/test_tool_registry.py, each value x the tool list).
+READ_ONLY_OFF = ("", "0", "false", "no", "off")
+
+
 def read_only() -> bool:
     """The read-only server mode (`python -m mcp_server --read-only` sets it): only the tools that change nothing
-    (here, on the ground floor, so a core that writes asks it too: training_status's plot)."""
-    return os.environ.get("LLM_FINETUNING_READ_ONLY", "").strip().lower() not in ("", "0", "false", "no")
+    (here, on the ground floor, so a core that writes asks it too: training_status's plot); no user code runs
+    (interpreter.user_code_allowed)."""
+    return os.environ.get("LLM_FINETUNING_READ_ONLY", "").strip().lower() not in READ_ONLY_OFF

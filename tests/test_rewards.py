@@ -544,16 +544,18 @@ def fenced_rows(tags: tuple[str, ...], accepted: tuple[str, ...], right: str, wr
     return rows
 
 
-def _code_rows():
-    from mcp_server.rewards.code import PYTHON_TAGS
+# The fence tags each reward reads, written out as references/reward-functions.md gives them (not read from the
+# code's PYTHON_TAGS or JSON_TAGS: a tag the code drops would drop out of the expectation too, m14 #10).
+PYTHON_FENCES = ("", "python", "python3", "py")
+JSON_FENCES = ("", "json")
 
-    return fenced_rows((*PYTHON_TAGS, "Python3", "js"), PYTHON_TAGS, RIGHT_CODE, WRONG_CODE)
+
+def _code_rows():
+    return fenced_rows((*PYTHON_FENCES, "PY", "js"), PYTHON_FENCES, RIGHT_CODE, WRONG_CODE)
 
 
 def _json_rows():
-    from mcp_server.rewards.json_schema import JSON_TAGS
-
-    return fenced_rows((*JSON_TAGS, "JSON", "Json", "js", "python"), JSON_TAGS, RIGHT_JSON, WRONG_JSON)
+    return fenced_rows((*JSON_FENCES, "JSON", "js", "python"), JSON_FENCES, RIGHT_JSON, WRONG_JSON)
 
 
 RIGHT_CODE = "def add(a, b):\n    return a + b\n"

@@ -161,6 +161,66 @@ def cells() -> list[Cell]:
             ("unknown resource uri", "resources/read", {"uri": "file:///" + "r" * 100_000}, INVALID_PARAMS))],
         Cell("duplicate string and integer ids", [request("5"), request(5)], results={"5": "result", 5: "result"}),
     ]
+    return table + limit_cells() + reused_id_cells()
+
+
+def sized(request_id, size: int, pad: str = "x") -> str:
+    """A ping of exactly `size` characters (its line's ending not counted), padded with `pad` in its _meta."""
+    bare = json.dumps(request(request_id, "ping", {"_meta": {"pad": ""}}))
+    return json.dumps(request(request_id, "ping", {"_meta": {"pad": pad * (size - len(bare))}}))
+
+
+def colons(request_id, count: int) -> str:
+    """A ping with exactly `count` colons (each object key takes one; these are in a string, counted alike)."""
+    bare = json.dumps(request(request_id, "ping", {"_meta": {"pad": ""}}))
+    return json.dumps(request(request_id, "ping", {"_meta": {"pad": ":" * (count - bare.count(":"))}}))
+
+
+def limit_cells() -> list[Cell]:
+    """m14 #16: each limit of the wire (jsonrpc.MAX_LINE, MAX_COLONS, MAX_ARGUMENTS; MAX_DEPTH has its rows above)
+    at the limit, answered, and one over, refused naming the limit."""
+    from mcp_server.jsonrpc import MAX_ARGUMENTS, MAX_COLONS, MAX_LINE
+
+    def call(request_id, names: int) -> dict:
+        return request(request_id, "tools/call", {"name": "list_runs", "arguments": {f"k{i}": 0 for i in range(names)}})
+
+    return [
+        Cell("a message of MAX_LINE characters", [sized("line-at", MAX_LINE)], results={"line-at": "result"}),
+        Cell("a message of MAX_LINE + 1 characters", [sized("line-over", MAX_LINE + 1)],
+             results={"line-over": INVALID_REQUEST},
+             says=f"a message of {MAX_LINE + 1} characters; at most {MAX_LINE}"),
+        Cell("a message of MAX_COLONS colons", [colons("colons-at", MAX_COLONS)], results={"colons-at": "result"}),
+        Cell("a message of MAX_COLONS + 1 colons", [colons("colons-over", MAX_COLONS + 1)],
+             results={"colons-over": INVALID_REQUEST}, says=f"with {MAX_COLONS + 1} colons; at most {MAX_COLONS}"),
+        Cell("tools/call with MAX_ARGUMENTS argument names", [call("args-at", MAX_ARGUMENTS)],
+             results={"args-at": "result"}),
+        Cell("tools/call with MAX_ARGUMENTS + 1 argument names", [call("args-over", MAX_ARGUMENTS + 1)],
+             results={"args-over": INVALID_PARAMS}, says=f"holds {MAX_ARGUMENTS + 1} names; a tool call takes at most "
+             f"{MAX_ARGUMENTS}"),
+    ]
+
+
+# Each kind of reply a request with a readable id gets (m14 #20): the request, and what it is answered with.
+REPLY_KINDS: dict[str, tuple[str, dict | None, object]] = {
+    "result": ("ping", None, "result"),
+    "a tool's error result": ("tools/call", {"name": "no_such_tool", "arguments": {}}, "result"),
+    "Method not found": ("no/such/method", None, METHOD_NOT_FOUND),
+    "Invalid params": ("tools/call", {"name": 5}, INVALID_PARAMS),
+    "Invalid params (no resource)": ("resources/read", {"uri": "file:///no/such/resource"}, INVALID_PARAMS),
+    "an error of code 0 (no prompt)": ("prompts/get", {"name": "no_such_prompt"}, 0),
+}
+
+
+def reused_id_cells() -> list[Cell]:
+    """m14 #20: an id whose request was answered, with a result or any error, is free again: the same id sent
+    after the answer is run and answered (refused only while its first request is in flight). Two cells a kind:
+    the table sends a cell's ping, and waits for its answer, before the next cell."""
+    table = []
+    for kind, (method, params, expected) in REPLY_KINDS.items():
+        table += [Cell(f"id answered with {kind}", [request(f"again {kind}", method, params)],
+                       results={f"again {kind}": expected}),
+                  Cell(f"id answered with {kind}, sent again", [request(f"again {kind}")],
+                       results={f"again {kind}": "result"})]
     return table
 
 
@@ -301,6 +361,39 @@ def test_the_table_covers_every_json_type_as_an_id_and_a_cancelled_request_id():
 
 
 # ---------------------------------------------------------------- inputs that need a server of their own
+ENDS_WITHIN_S = 60  # a server answers and exits in about a second once its input ends; one that waits never does
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", REPLY_KINDS)
+def test_the_end_of_input_after_each_kind_of_reply_ends_the_server_every_request_answered(kind):
+    """m14 #20: a client closes the server's input to end it, then reads the answers still due. After a request of
+    each reply kind (a result, each error code) and a ping sent behind it, the input's end: both are answered and
+    the server exits (0). An error reply not taken for an answer held the end of input forever."""
+    method, params, expected = REPLY_KINDS[kind]
+    wire = Wire()
+    try:
+        wire.hello()
+        wire.send(request("last", method, params))
+        wire.send(request("behind"))
+        wire.proc.stdin.close()
+        deadline = time.monotonic() + ENDS_WITHIN_S
+        replies = wire.until(lambda r: False, ENDS_WITHIN_S)  # every line until the server's output ends
+        try:
+            code = wire.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            code = None
+    finally:
+        stderr = wire.close()
+    by_id = {r.get("id"): r for r in replies}
+    assert set(by_id) == {"last", "behind"}, replies
+    assert (expected == "result") == ("result" in by_id["last"]), by_id["last"]
+    if expected != "result":
+        assert by_id["last"]["error"]["code"] == expected, by_id["last"]
+    assert "result" in by_id["behind"], by_id["behind"]
+    assert code == 0, f"the server did not end after its input ended (exit {code}): {stderr[-2000:]}"
+
+
 @pytest.mark.slow
 def test_a_training_interpreter_that_never_answers_times_out_and_the_server_answers_meanwhile(tmp_path):
     """A training interpreter that takes the call and says nothing (hung, or no worker at all) held the call, every

@@ -121,3 +121,36 @@ def test_read_only_mode_lists_only_the_tools_that_change_nothing():
     for listed in (_listed(args=("--read-only",)), _listed(env={"LLM_FINETUNING_READ_ONLY": "1"})):
         assert [t["name"] for t in listed] == expected
         assert all(t["annotations"]["readOnlyHint"] is True for t in listed)
+
+
+# m14 #19: every value LLM_FINETUNING_READ_ONLY can have x the tool list. Off (toolspec.READ_ONLY_OFF, written out
+# here): unset, empty, 0, false, no, off, in any case with spaces around. Every other value is on, an unknown one
+# too (a value nobody meant as off never unlocks the tools that write).
+READ_ONLY_VALUES = {None: False, "": False, "0": False, "false": False, "no": False, "off": False, "FALSE": False,
+                    " No ": False, " 0 ": False, "Off": False,
+                    "1": True, "true": True, "yes": True, "on": True, "TRUE": True, " yes ": True, "2": True,
+                    "maybe": True, "-1": True}
+
+
+@pytest.fixture(scope="module")
+def listed_by_value():
+    """{value: the tool names tools/list gives}, one server per value, all started at once."""
+    async def names(client):
+        return [t.name for t in (await client.list_tools()).tools]
+
+    async def every():
+        return await asyncio.gather(*(call_mcp(names, env=None if value is None else {
+            "LLM_FINETUNING_READ_ONLY": value}) for value in READ_ONLY_VALUES))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("LLM_FINETUNING_READ_ONLY", raising=False)
+        return dict(zip(READ_ONLY_VALUES, asyncio.run(every()), strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("value", READ_ONLY_VALUES, ids=[repr(v) for v in READ_ONLY_VALUES])
+def test_each_read_only_value_gives_its_tool_list(value, listed_by_value):
+    every = [spec.name for spec in TOOLS if spec.description is not None]
+    reads = [spec.name for spec in TOOLS if spec.description is not None and not spec.effects.writes]
+    assert 5 <= len(reads) < len(every)
+    assert listed_by_value[value] == (reads if READ_ONLY_VALUES[value] else every), value

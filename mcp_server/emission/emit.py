@@ -162,6 +162,11 @@ def resolve(request: GRPORecipeRequest, run: Run) -> Given:
     except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
         defaults, aliases = {}, {}
     cost = turn_cost(record, model, reset_rows(data.fields, run.dir, request.prompt_column))
+    # TRL last: every refusal above needs no TRL, so none waits on its import or follows the CLI's "loading TRL" line
+    try:
+        defaults, aliases = trl_defaults(), installed_aliases()
+    except UserInputError:  # no training interpreter: write every value; validation says TRL's checks did not run
+        defaults, aliases = {}, {}
     return Given(request=request, run=run, model=model, moe=moe, variant=variant, variant_reason=reason, gpu=gpu,
                  trl_defaults=defaults, size_b=size_b, agentic=record, turn_cost=cost, data=data.fields,
                  prompts=data.prompts, dynamic_sampling=dynamic_sampling.settings(request, variant, record is not None),
