@@ -244,6 +244,16 @@ def _before_first_step(run: Run, derived: DerivedState, estimate, max_steps: int
     return where + overdue
 
 
+def _measured(lines: list[dict], speed: float) -> str:
+    """What an ETA after the first step stands on: the steps measured, no longer the planner's estimate (walk 11:
+    the estimate said 10.3 min a step, the steps took 8-13 min)."""
+    timed = [t for t in (_seconds(l.get("step_time")) for l in lines[-STEP_TIMES:]) if t and t > 0]
+    return (f" (the measured step time: {_duration(1 / speed)} a step, the median of the last {len(timed)} "
+            f"step{'s' if len(timed) != 1 else ''} logged, no longer the planner's estimate)" if timed else
+            f" (the measured rate: {_duration(1 / speed)} a step over the steps logged, no longer the planner's "
+            "estimate)")
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min" if seconds < 5400 else \
         f"{seconds / 3600:.1f} h"
@@ -292,9 +302,10 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         end = _seconds((derived.outcome or {}).get("time")) or _seconds(latest.get("time")) or started
         elapsed = max(end - started, 0.0)
 
-    # no step yet: the planner's figure for one (issue 49: seven minutes of "no step logged yet" on a CPU)
+    # no step yet: the planner's figure for one (issue 49: seven minutes of "no step logged yet" on a CPU), on the
+    # readings the emission's stood on (walk 11: emission and status 2x apart at one load); not launched: that figure
     estimate = step_estimate(RunSpec.of_run(run), running=True) if step is None and state in ("starting", "running") \
-        else None
+        else step_estimate(RunSpec.of_run(run), measure=False) if state == "not_launched" else None
     health, note = health_flags(run) if lines or state in ("failed",) else ([], "no metrics logged yet")
     guarded = signed_record(run, run.guard, derived.record) or {}  # the guard's own, of this launch
     unread = record_note(run, run.guard, derived.record)  # a hand-written one: named, never shown as the guard's
@@ -309,7 +320,10 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     done = [str(p) for p in checkpoints(run, config)]
 
     if state == "not_launched":
-        message = f"{run.name} has not been launched (launch_training starts it)"
+        message = f"{run.name} has not been launched (launch_training starts it)" + (
+            f"; a step expected {estimate.text}" + (f", so {max_steps} steps take about "
+                                                   f"{_hours(estimate.step_s * max_steps)}" if max_steps else "")
+            if estimate else "")
     elif state == "unknown":
         message = f"{run.name}: state unknown"
     elif state == "failed":
@@ -320,7 +334,8 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         if step is None and state in ("starting", "running"):
             where = _before_first_step(run, derived, estimate, max_steps)
         message = f"{run.name} {STATE_WORDS.get(state, 'is ' + state)}, {where}" + overdue + (
-            f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") if eta is not None else "")
+            f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") + _measured(lines, speed)
+            if eta is not None else "")
     message += launcher_of(derived.record).status_text(derived)
     message += "".join(f"; {problem}" for problem in file_problems(run))
     if guard_stop and state == "stopped":
