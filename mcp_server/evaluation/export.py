@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
@@ -38,6 +40,33 @@ def _smoke_prompts(promotion: dict | None, n: int) -> list:
     if path is None:
         path = resolve_goldens("tiny")
     return [r["prompt"] for r in load_goldens(path)[:n]]
+
+
+class SmokeWork(NamedTuple):
+    """What the smoke test's last phase does again, as the first two timed it: a load of the model (the export's,
+    as the checkpoint's was) and greedy decodes of the same prompts to the same length. Walk 11: the reload's
+    "about 55 s left" (the mean of the stages before, a save among them) took 2.7 min: a load and the decodes."""
+
+    began: float  # time.monotonic() when the checkpoint's load began
+    load_s: float = 0.0
+    prompts: int = 0
+    max_new_tokens: int = 0
+    decode_s: float = 0.0
+
+    def loaded(self, now: float, prompts: int, max_new_tokens: int) -> SmokeWork:
+        return self._replace(load_s=now - self.began, prompts=prompts, max_new_tokens=max_new_tokens, began=now)
+
+    def decoded(self, now: float) -> SmokeWork:
+        return self._replace(decode_s=now - self.began)
+
+    def left(self) -> str:
+        return (f"about {_clock(self.load_s + self.decode_s)} left (a load of the export, as the checkpoint's took "
+                f"{self.load_s:.1f} s, and greedy outputs on the same {self.prompts} goldens, up to "
+                f"{self.max_new_tokens} new tokens each, as the checkpoint's took {self.decode_s:.1f} s)")
+
+
+def _clock(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
@@ -182,11 +211,14 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
 
     merged = (ckpt / "adapter_config.json").is_file() and not (ckpt / "config.json").is_file()
     report(0, STAGES, f"loading {ckpt}" + (" and merging its LoRA adapters" if merged else ""))
+    work = SmokeWork(time.monotonic())
     model, tokenizer = load_checked(ckpt, ckpt_files)  # merged in memory when it is an adapter
     max_new_tokens = int(GRPOView.given(config).max_completion_length or 64)
     prompts = _smoke_prompts(promotion, request.smoke_items)
+    work = work.loaded(time.monotonic(), len(prompts), max_new_tokens)
     report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")
     before = _greedy(model, tokenizer, prompts, max_new_tokens)
+    work = work.decoded(time.monotonic())
 
     rewards = read_json_if_present(run.rewards, list) or []
     trained = trained_provenance(run, ckpt, rewards)  # the launch's signed record, never the files as now
@@ -195,13 +227,13 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     export_dir = run.export
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run.dir))
     try:
-        report(2, STAGES, "saving safetensors, tokenizer and model card")
+        report(2, STAGES, f"saving safetensors, tokenizer and model card, then {work.left()}")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         atomic_write_text(tmp / "README.md", model_card(run, base, trained, promotion, merged,
                                                        ckpt_sha))
         modes_as_umask(tmp)
-        report(3, STAGES, "reloading the export and comparing greedy outputs")
+        report(3, STAGES, f"reloading the export and comparing greedy outputs: {work.left()}")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
         archived = None
         if export_dir.exists():  # archive_previous (checked above): moved aside, never deleted
