@@ -443,22 +443,24 @@ def test_export_refuses_an_unjudged_run_and_merges_lora(workspace, tiny_model, s
 
 def _the_reloads_estimate_is_its_work(reports: list, smoke_items: int) -> None:
     """Walk 11: export's "reloading the export and comparing greedy outputs (3/4) [2.7 min elapsed, about 55 s
-    left]" took 2.7 min: the time left was the stages' mean rate, a quick save among them. The phase is a load of
-    the model and greedy decodes of the same goldens to the same length, and its estimate is those, as the first
-    load and decodes took: each inside the span between the reports around it, on the smoke test's goldens and the
-    run's max_completion_length (not a timing assertion: the inputs are checked, not how long they took)."""
+    left]" took 2.7 min: the time left was the stages' mean rate, a quick save among them. The phase is greedy
+    decodes of the same goldens to the same length and a load of the files the save wrote, and its estimate is
+    those as the checkpoint's decodes and the save took: each inside the span between the reports around it, on
+    the smoke test's goldens and the run's max_completion_length (not a timing assertion: the inputs are checked,
+    not how long they took)."""
     import re
 
     at = {done: (when, message) for done, when, message in reports}
-    found = re.search(r"reloading the export and comparing greedy outputs: about (\S+) s left \(a load of the "
-                      r"export, as the checkpoint's took ([\d.]+) s, and greedy outputs on the same (\d+) goldens, "
-                      r"up to (\d+) new tokens each, as the checkpoint's took ([\d.]+) s\)", at[3][1])
+    found = re.search(r"reloading the export and comparing greedy outputs: about (\S+) s left \(greedy outputs on "
+                      r"the same (\d+) goldens, up to (\d+) new tokens each, as the checkpoint's took ([\d.]+) s, and "
+                      r"a load of the files the save wrote, as writing them took ([\d.]+) s\)", at[3][1])
     assert found, at[3][1]
-    left, load, prompts, tokens, decode = (float(found[i]) for i in range(1, 6))
+    left, prompts, tokens, decode, save = (float(found[i]) for i in range(1, 6))
     assert (prompts, tokens) == (smoke_items, MAX_NEW), found[0]
-    assert 0 < load <= at[1][0] - at[0][0] + 0.05 and 0 < decode <= at[2][0] - at[1][0] + 0.05, (at, found[0])
-    assert abs(left - (load + decode)) <= 0.6, found[0]  # the words round each figure
-    assert at[2][1].endswith(f"then {at[3][1].split(': ', 1)[1]}"), at[2][1]  # the save's line: the same after it
+    assert 0 < decode <= at[2][0] - at[1][0] + 0.05 and decode + save <= at[3][0] - at[1][0] + 0.1, (at, found[0])
+    assert abs(left - (decode + save)) <= 0.6, found[0]  # the words round each figure
+    # before the save: the decodes as timed, and the load still to be timed by the save
+    assert f"as the checkpoint's took {found[4]} s, and a load of the files the save writes" in at[2][1], at[2][1]
 
 
 # ---------------------------------------------------------------- doors
