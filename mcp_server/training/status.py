@@ -259,7 +259,7 @@ def _steps_take(estimate, max_steps: int | None) -> str:
 def _measured(lines: list[dict], speed: float) -> str:
     """What an ETA after the first step stands on: the steps measured, no longer the planner's estimate (walk 11:
     the estimate said 10.3 min a step, the steps took 8-13 min)."""
-    timed = len([t for t in (_seconds(l.get("step_time")) for l in lines[-STEP_TIMES:]) if t and t > 0])
+    timed = sum(1 for line in lines[-STEP_TIMES:] if (_seconds(line.get("step_time")) or 0) > 0)  # as _speed
     return f" (the measured {'step time' if timed else 'rate'}: {_duration(1 / speed)} a step, " + (
         f"the median of the last {timed} step{'s' if timed != 1 else ''} logged" if timed else
         "over the steps logged") + ", no longer the planner's estimate)"
