@@ -90,6 +90,7 @@ def training_case(model: str = "tiny", max_steps: int = 6, tokens: int = 12, fin
                                                         "max_completion_length": tokens,
                                                         "generation_kwargs": {"min_new_tokens": tokens}, **overrides})
     assert emitted.validation.valid, emitted.validation
+    said = re.search(r"about (\S+ \S+) per step", emitted.cpu_time or "")  # emission's own words, before sampling
     run = Path(emitted.run_dir)
     pass_inspection(run)
     from mcp_server.memory.estimate import step_estimate
@@ -102,6 +103,7 @@ def training_case(model: str = "tiny", max_steps: int = 6, tokens: int = 12, fin
     assert launched.launched, launched.message
     load_then = [round(v, 2) for v in os.getloadavg()]  # what the estimate below reads
     first = training_status(StatusRequest(run=str(run)))
+    at_launch = re.search(r"first step expected about (\S+ \S+) per step", launched.message)
     deadline = time.time() + deadline_s
     loads = []  # the 1-minute load average while it trains: what the measured steps ran at
     while time.time() < deadline:
@@ -118,6 +120,7 @@ def training_case(model: str = "tiny", max_steps: int = 6, tokens: int = 12, fin
     return {"case": f"training {model} ({finetune}) on the CPU ({tokens} tokens a completion): seconds per step after "
                     "the first",
             "estimate": first.step_estimate, "steps_s": [round(s, 2) for s in steps],
+            "emission_said": said[1] if said else None, "launch_said": at_launch[1] if at_launch else None,
             "estimate_s": first.step_estimate_s, "measured_s": measured, "state": status.state,
             "ratio": round(first.step_estimate_s / measured, 2) if measured and first.step_estimate_s else None,
             "emitted_s": emitted.step_s if emitted else None, "emitted_range_s": [low, high] if low else None,

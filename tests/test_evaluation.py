@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -431,10 +432,35 @@ def test_export_refuses_an_unjudged_run_and_merges_lora(workspace, tiny_model, s
 
     with pytest.raises(UserInputError, match="no PROMOTE verdict"):
         export_model(ExportRequest(run=str(run)))
-    exported = export_model(ExportRequest(run=str(run), allow_unpromoted=True))
+    reports = []
+    exported = export_model(ExportRequest(run=str(run), allow_unpromoted=True),
+                            report=lambda done, total, message: reports.append((done, time.monotonic(), message)))
     assert exported.merged_lora and exported.smoke_identical
     assert "model.safetensors" in exported.files and "adapter_config.json" not in exported.files
     assert "not promoted" in Path(exported.model_card).read_text()
+    _the_reloads_estimate_is_its_work(reports, exported.smoke_items)
+
+
+def _the_reloads_estimate_is_its_work(reports: list, smoke_items: int) -> None:
+    """Walk 11: export's "reloading the export and comparing greedy outputs (3/4) [2.7 min elapsed, about 55 s
+    left]" took 2.7 min: the time left was the stages' mean rate, a quick save among them. The phase is greedy
+    decodes of the same goldens to the same length and a load of the files the save wrote, and its estimate is
+    those as the checkpoint's decodes and the save took: each inside the span between the reports around it, on
+    the smoke test's goldens and the run's max_completion_length (not a timing assertion: the inputs are checked,
+    not how long they took)."""
+    import re
+
+    at = {done: (when, message) for done, when, message in reports}
+    found = re.search(r"reloading the export and comparing greedy outputs: about (\S+) s left \(greedy outputs on "
+                      r"the same (\d+) goldens, up to (\d+) new tokens each, as the checkpoint's took ([\d.]+) s, and "
+                      r"a load of the files the save wrote, as writing them took ([\d.]+) s\)", at[3][1])
+    assert found, at[3][1]
+    left, prompts, tokens, decode, save = (float(found[i]) for i in range(1, 6))
+    assert (prompts, tokens) == (smoke_items, MAX_NEW), found[0]
+    assert 0 < decode <= at[2][0] - at[1][0] + 0.05 and decode + save <= at[3][0] - at[1][0] + 0.1, (at, found[0])
+    assert abs(left - (decode + save)) <= 0.6, found[0]  # the words round each figure
+    # before the save: the decodes as timed, and the load still to be timed by the save
+    assert f"as the checkpoint's took {found[4]} s, and a load of the files the save writes" in at[2][1], at[2][1]
 
 
 # ---------------------------------------------------------------- doors

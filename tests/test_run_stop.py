@@ -81,13 +81,14 @@ done
 
 
 def start_trainer(workspace: Path, name: str, step: float, start: float = 0.0,
-                  trainer: str = TRAINER) -> tuple[Path, subprocess.Popen]:
+                  trainer: str = TRAINER, emitted: bool = False) -> tuple[Path, subprocess.Popen]:
     """runs/<name>/ with its stand-in trainer started (a new session, as launch_training starts train/launch.sh)
-    and the run.json launch_training writes for it."""
+    and the run.json launch_training writes for it; `emitted`: in the run emit-config made there, its config kept."""
     run_dir = workspace / "runs" / name
-    (run_dir / "train" / "logs").mkdir(parents=True)
-    (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(
-        {"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 100}))
+    (run_dir / "train" / "logs").mkdir(parents=True, exist_ok=emitted)
+    if not emitted:
+        (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(
+            {"model_name_or_path": "tiny", "output_dir": "checkpoints", "max_steps": 100}))
     (run_dir / "train" / "launch.sh").write_text(trainer.format(step=step, start=start, python=sys.executable))
     from mcp_server.evidence import sign_run
     from mcp_server.runs import Run
@@ -297,5 +298,58 @@ def test_a_long_stop_says_every_half_minute_that_it_is_still_waiting(workspace, 
         assert still and re.search(r", (\d+) s of at most 120 s", still[0]), lines
         assert int(re.search(r", (\d+) s of at most", still[0]).group(1)) >= TICK_S, still
         assert "still waiting" not in stop_proc.stdout and "stopped at step 1" in stop_proc.stdout
+    finally:
+        end(proc)
+
+
+def _probe(cache: Path, slow: float) -> None:
+    """A stored probe of 5 readings on 2 threads, `slow` times the time of a machine of 4 GFLOP/s and 2 GB/s, each
+    taken at a share of its threads' time (0.001) under which no load average slows the figure (slowdown 1 at any
+    load below 1998 on 2 cores): the figures below are compared at whatever load the machine has. Kept as a probe
+    keeps its readings (cpu_speed._keep): the file's other entries stay."""
+    now = time.time()
+    readings = [{"flops": 4e9 / slow * (1 + i / 10), "bandwidth": 2e9 / slow, "threads": 2, "measured_at": now,
+                 "op_s": 100e-6 * slow, "sync_s": 0.01 * slow, "share": 0.001} for i in range(5)]
+    path = cache / "cpu_probe.json"
+    kept = json.loads(path.read_text()) if path.is_file() else {}  # as a probe keeps its readings: beside the rest
+    path.write_text(json.dumps({**kept, "2": {**readings[2], "readings": readings}}))
+
+
+def test_emission_and_status_give_one_step_figure_then_the_measured_one(workspace, tmp_path, monkeypatch):
+    """Walk 11: emit-config said "about 5.2 min per step" and training-status, before step 1 at the same load,
+    "about 10.3 min per step": each read the stored probe, which sampling's probe had replaced between. The run keeps
+    the readings its emission's figure stood on: training-status gives that figure before the run starts and while
+    no step is logged, whatever probe came since; once a step is logged its ETA says it stands on the measured
+    step time, no longer the estimate."""
+    cache = tmp_path / "probe-cache"
+    cache.mkdir()
+    monkeypatch.setenv("LLM_FINETUNING_CACHE", str(cache))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
+    _probe(cache, 1.0)
+    emitted = cli_here("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "one",
+                       "--override", "max_steps=4", env=env)
+    assert emitted.returncode == 0, emitted.stdout + emitted.stderr
+    figure = re.search(r"time: +(about \S+ \S+ per step on this CPU)", emitted.stdout)
+    assert figure, emitted.stdout
+    _probe(cache, 2.0)  # another tool's probe since (sampling, evaluation): a machine read twice as slow
+    run_dir = next((workspace / "runs").glob("*-one"))
+    before = status(run_dir, env)
+    assert before["state"] == "not_launched" and before["step_estimate"].startswith(figure[1]), (figure[1], before)
+    assert f"a step expected {figure[1]}" in before["message"], before["message"]
+    run_dir, proc = start_trainer(workspace, run_dir.name, step=2, start=300, emitted=True)  # no step for 5 min
+    try:
+        starting = status(run_dir, env)
+        assert starting["state"] in ("starting", "running") and starting["step"] is None, starting
+        assert starting["step_estimate_s"] == before["step_estimate_s"], (starting, before)
+        assert f"first step expected {figure[1]}" in starting["message"], starting["message"]
+        logs = run_dir / "train" / "logs"
+        write_signed(logs / "train-begin.json", {"max_steps": 4, "global_step": 0, "time": time.time() - 41})
+        write_signed_lines(logs / "progress.jsonl", [{"step": 1, "time": time.time(), "step_time": 41.0,
+                                                      "loss": 0.1}])
+        measured = status(run_dir, env)
+        assert measured["step"] == 1 and measured["step_estimate"] is None, measured
+        assert "(the measured step time: 41 s a step, the median of the last 1 step logged, no longer the " \
+               "planner's estimate)" in measured["message"], measured["message"]
     finally:
         end(proc)

@@ -483,6 +483,6 @@ def _emit(request: GRPORecipeRequest, run: Run, final: Run) -> EmitResult:
         config=values,
         validation=validation,
         launch_command=command,
-        cpu_time=cpu_time(spec, request.finetune) if validation.valid else None,
+        cpu_time=cpu_time(spec, request.finetune, final.dir) if validation.valid else None,
         per_step=step_batch(spec) if validation.valid else None,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 
 from mcp_server.config import FIELD
 from mcp_server.config.recipe import Recipe
@@ -131,15 +132,16 @@ def grow_vllm_share(recipe: Recipe, plan_of: Planner, request) -> Recipe:
 CPU_REHEARSAL_S = 1800  # a CPU run longer than this gets the advice of a rehearsal that finishes
 
 
-def cpu_time(spec: RunSpec, finetune: str) -> str | None:
+def cpu_time(spec: RunSpec, finetune: str, run_dir: Path | None = None) -> str | None:
     """On a CPU target, the planner's step estimate (memory.estimate, at the speed this machine measures now) times
     max_steps, and when that is over CPU_REHEARSAL_S, a rehearsal that finishes: the same run with LoRA, one
     micro-batch a step and the steps that fit, with its own estimate (issue 49: a full fine-tune of smollm2-135m,
     30 steps of 32 completions, took hours at 4-6 min a step, and emit said nothing of it). None off a CPU, or
-    where no estimate can be made (no torch and no stored probe)."""
+    where no estimate can be made (no torch and no stored probe). `run_dir`: the run emitted, which keeps the
+    readings the estimate stood on (the figure its launch and training_status give)."""
     if not spec.target.cpu:
         return None
-    estimate = step_estimate(spec)
+    estimate = step_estimate(spec, keep_for=run_dir)
     steps = spec.fields.get(FIELD.max_steps)
     if estimate is None or not isinstance(steps, int) or steps <= 0:
         return estimate.text if estimate else None

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 from mcp_server.config import GRPOView
 from mcp_server.errors import UserInputError
@@ -38,6 +40,37 @@ def _smoke_prompts(promotion: dict | None, n: int) -> list:
     if path is None:
         path = resolve_goldens("tiny")
     return [r["prompt"] for r in load_goldens(path)[:n]]
+
+
+class SmokeWork(NamedTuple):
+    """What the smoke test's last phase does, as the stages before timed it: greedy decodes of the same goldens to
+    the same length (as the checkpoint's took) and a load of the files the save wrote (as long as writing them took:
+    a safetensors load reads back what the save wrote; the checkpoint's load, checked file by file and merged, is no
+    measure of it: smollm2-135m at load 10-12, 75 s against a reload of a few seconds). Walk 11: the reload's "about
+    55 s left" (the stages' mean rate, a quick save among them) took 2.7 min."""
+
+    began: float  # time.monotonic() when the stage under way began
+    prompts: int = 0
+    max_new_tokens: int = 0
+    decode_s: float = 0.0
+    save_s: float | None = None
+
+    def decoded(self, now: float) -> SmokeWork:
+        return self._replace(decode_s=now - self.began, began=now)
+
+    def saved(self, now: float) -> SmokeWork:
+        return self._replace(save_s=now - self.began, began=now)
+
+    def left(self) -> str:
+        load = (f"a load of the files the save wrote, as writing them took {self.save_s:.1f} s"
+                if self.save_s is not None else "a load of the files the save writes, as long as writing them")
+        return (f"about {_clock(self.decode_s + (self.save_s or 0.0))} left (greedy outputs on the same "
+                f"{self.prompts} goldens, up to {self.max_new_tokens} new tokens each, as the checkpoint's took "
+                f"{self.decode_s:.1f} s, and {load})")
+
+
+def _clock(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
@@ -186,7 +219,9 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     max_new_tokens = int(GRPOView.given(config).max_completion_length or 64)
     prompts = _smoke_prompts(promotion, request.smoke_items)
     report(1, STAGES, f"greedy outputs of the checkpoint on {len(prompts)} goldens")
+    work = SmokeWork(time.monotonic(), len(prompts), max_new_tokens)
     before = _greedy(model, tokenizer, prompts, max_new_tokens)
+    work = work.decoded(time.monotonic())
 
     rewards = read_json_if_present(run.rewards, list) or []
     trained = trained_provenance(run, ckpt, rewards)  # the launch's signed record, never the files as now
@@ -195,13 +230,14 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     export_dir = run.export
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run.dir))
     try:
-        report(2, STAGES, "saving safetensors, tokenizer and model card")
+        report(2, STAGES, f"saving safetensors, tokenizer and model card; after the save {work.left()}")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         atomic_write_text(tmp / "README.md", model_card(run, base, trained, promotion, merged,
                                                        ckpt_sha))
         modes_as_umask(tmp)
-        report(3, STAGES, "reloading the export and comparing greedy outputs")
+        work = work.saved(time.monotonic())
+        report(3, STAGES, f"reloading the export and comparing greedy outputs: {work.left()}")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
         archived = None
         if export_dir.exists():  # archive_previous (checked above): moved aside, never deleted

@@ -53,6 +53,7 @@ PROBE_SECONDS = 0.05  # per measurement; six measurements per reading
 PROBE_ROUNDS = 5  # readings per probe: their median is the typical one (probe_readings)
 POOL_S, POOL_MAX = 300, 15  # a probe's readings pooled with those of the last 5 minutes, at most 15 (pooled)
 PROBE_KEPT_S = 24 * 3600  # a stored probe older than this is not used by training_status
+RUNS_KEY, RUNS_KEPT = "runs", 64  # the readings each run's estimate stands on (keep_for_run), the latest 64 runs
 
 
 class CpuThroughput(NamedTuple):
@@ -141,14 +142,49 @@ def _rate(work, amount: float) -> float:
             return amount * count / elapsed
 
 
-def _keep(measured: CpuThroughput, readings: list[CpuThroughput] | None = None) -> None:
+def _stored() -> dict:
     path = _probe_file()
     try:
         kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        kept = kept if isinstance(kept, dict) else {}
     except (OSError, ValueError):
-        kept = {}
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def _keep(measured: CpuThroughput, readings: list[CpuThroughput] | None = None) -> None:
+    kept = _stored()
     kept[str(measured.threads)] = {**measured._asdict(), "readings": [r._asdict() for r in readings or []]}
+    _write(kept)
+
+
+def keep_for_run(run_dir: Path, readings: list[CpuThroughput]) -> None:
+    """Keep `readings` as the ones `run_dir`'s step estimate stands on (its emission's), the latest RUNS_KEPT runs:
+    every later estimate of the run (launch, training_status, a stop's wait) reads them, not whichever probe came
+    last. Walk 11: emit-config said 5.2 min a step and training_status 10.3 min at the same load, sampling's probe
+    in between having replaced the stored readings."""
+    if not readings:
+        return
+    kept = _stored()
+    runs = kept.get(RUNS_KEY) if isinstance(kept.get(RUNS_KEY), dict) else {}
+    runs.pop(str(Path(run_dir).resolve()), None)
+    runs[str(Path(run_dir).resolve())] = [r._asdict() for r in readings]
+    kept[RUNS_KEY] = dict(list(runs.items())[-RUNS_KEPT:])
+    _write(kept)
+
+
+def run_readings(run_dir: Path, threads: int) -> list[CpuThroughput]:
+    """The readings keep_for_run kept for `run_dir` when they were taken with `threads` threads, else []."""
+    runs = _stored().get(RUNS_KEY)
+    entries = runs.get(str(Path(run_dir).resolve())) if isinstance(runs, dict) else None
+    try:
+        readings = [CpuThroughput(**e) for e in entries or []]
+    except TypeError:
+        return []
+    return readings if readings and all(r.threads == threads for r in readings) else []
+
+
+def _write(kept: dict) -> None:
+    path = _probe_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}")

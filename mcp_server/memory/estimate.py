@@ -82,7 +82,8 @@ def sampled_prompt_tokens(spec: RunSpec) -> int | None:
 
 
 def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] | cpu_speed.Load | None = None,
-                  running: bool = False, readings: list[cpu_speed.CpuThroughput] | None = None) -> StepEstimate | None:
+                  running: bool = False, readings: list[cpu_speed.CpuThroughput] | None = None,
+                  keep_for: Path | None = None) -> StepEstimate | None:
     """Seconds per optimizer step of `spec`'s run on its target; None where the run cannot be planned. On a CPU
     target the machine's readings (`readings`; else the stored probe's when recent, else the machine measured now
     unless `measure` is False: a probe while the run trains measures the run), each slowed to the share of the cores
@@ -91,7 +92,10 @@ def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] |
     counted against it), as sampling's plan does (issue 49's seventh walk: a step took 3.5x the figure of a probe at
     load 15-17). The figure is the mean of the middle half of the readings' figures at the typical load, so one
     reading that caught a lull or a spike does not move it (issue 49: 4x from one emission to the next at a steady
-    load 10-11); the range spans every reading from the least to the largest load average."""
+    load 10-11); the range spans every reading from the least to the largest load average. The readings of a run
+    are those its emission stood on (`keep_for`: the run emitted, whose readings are kept), so emission, launch,
+    training_status and a stop's wait give one figure at one load (walk 11: 5.2 min at emission, 10.3 min in
+    training_status at the same load, another tool's probe having replaced the stored readings between)."""
     try:
         if not spec.target.cpu:
             speed = plan(spec).speed
@@ -107,9 +111,13 @@ def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] |
     if prompt is not None:  # the planner's prompt_length is a bound (TRL's old truncation); the samples say more
         settings = settings.updated({"prompt_length": prompt})
     threads = trainer_threads()
-    readings = readings or _readings(threads, measure)
+    ran = spec.base_dir is not None and keep_for is None
+    readings = readings or (cpu_speed.run_readings(Path(spec.base_dir), threads) if ran else []) or _readings(
+        threads, measure)
     if not readings:
         return None
+    if keep_for is not None:
+        cpu_speed.keep_for_run(keep_for, readings)
     load_ = cpu_speed.as_load(load)
 
     def slowdown(cpu: cpu_speed.CpuThroughput, load_avg: float) -> float:

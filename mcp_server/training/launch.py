@@ -28,6 +28,7 @@ from pathlib import Path
 from mcp_server.evidence import key as evidence_key
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import DifficultyFilterResult
+from mcp_server.memory.estimate import step_estimate
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
@@ -158,7 +159,19 @@ def _launch(run: Run, request: LaunchRequest, report: Report = silent) -> Launch
         return stop
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
-    return _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"), state_before=derived.state)
+    return _with_estimate(run, _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"),
+                                   state_before=derived.state))
+
+
+def _with_estimate(run: Run, result: LaunchResult) -> LaunchResult:
+    """A launched run's result with the planner's figure for its first step, as training_status gives it before
+    then (the readings the emission's figure stood on; walk 11: emission and status said 5.2 and 10.3 min a step)."""
+    if not result.launched:
+        return result
+    estimate = step_estimate(RunSpec.of_run(run), measure=False)  # its threads not yet in the load average
+    if estimate is None:
+        return result
+    return result.model_copy(update={"message": f"{result.message}; first step expected {estimate.text}"})
 
 
 def _archive_attempt(run: Run, config: dict) -> Path:

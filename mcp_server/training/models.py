@@ -308,9 +308,10 @@ class TrainingStatus(BaseModel):
     max_steps: int | None = Field(default=None, description="Total steps of the run when known (max_steps in the "
                                                             "config or trainer_state).")
     steps_per_s: float | None = Field(default=None, description="Recent training speed from the progress log.")
-    step_estimate_s: float | None = Field(default=None, description="Before the first step is logged: the "
-                                          "expected seconds per step (the planner's speed model; on a CPU, at the "
-                                          "rates this machine measured).")
+    step_estimate_s: float | None = Field(default=None, description="Before the first step is logged (or the "
+                                          "launch): the expected seconds per step (the planner's speed model; on a "
+                                          "CPU, at the rates measured at emission and the load now: the figure "
+                                          "emission and launch gave). After it, eta_s stands on the measured steps.")
     step_estimate: str | None = Field(default=None, description="That estimate and what it stands on.")
     eta_s: float | None = Field(default=None, description="Estimated seconds to finish, when running and max_steps is "
                                                           "known.")

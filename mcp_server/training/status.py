@@ -239,9 +239,30 @@ def _before_first_step(run: Run, derived: DerivedState, estimate, max_steps: int
     elif launched is not None:
         where += f", training not begun: launched {_duration(max(time.time() - launched, 0.0))} ago (loading)"
     if estimate is not None:
-        overdue += f"; first step expected {estimate.text}" + (
-            f", so {max_steps} steps take about {_hours(estimate.step_s * max_steps)}" if max_steps else "")
+        overdue += f"; first step expected {_steps_take(estimate, max_steps)}"
     return where + overdue
+
+
+def _estimate(run: Run, state: str, step: int | None):
+    """No step yet (or not launched, never probing): the planner's figure for one on the readings the emission's
+    stood on (issue 49: 7 min of "no step logged yet"; walk 11: emission and status 2x apart at one load)."""
+    if step is None and state in ("starting", "running"):
+        return step_estimate(RunSpec.of_run(run), running=True)
+    return step_estimate(RunSpec.of_run(run), measure=False) if state == "not_launched" else None
+
+
+def _steps_take(estimate, max_steps: int | None) -> str:
+    return estimate.text + (f", so {max_steps} steps take about {_hours(estimate.step_s * max_steps)}"
+                            if max_steps else "")
+
+
+def _measured(lines: list[dict], speed: float) -> str:
+    """What an ETA after the first step stands on: the steps measured, no longer the planner's estimate (walk 11:
+    the estimate said 10.3 min a step, the steps took 8-13 min)."""
+    timed = sum(1 for line in lines[-STEP_TIMES:] if (_seconds(line.get("step_time")) or 0) > 0)  # as _speed
+    return f" (the measured {'step time' if timed else 'rate'}: {_duration(1 / speed)} a step, " + (
+        f"the median of the last {timed} step{'s' if timed != 1 else ''} logged" if timed else
+        "over the steps logged") + ", no longer the planner's estimate)"
 
 
 def _duration(seconds: float) -> str:
@@ -292,9 +313,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         end = _seconds((derived.outcome or {}).get("time")) or _seconds(latest.get("time")) or started
         elapsed = max(end - started, 0.0)
 
-    # no step yet: the planner's figure for one (issue 49: seven minutes of "no step logged yet" on a CPU)
-    estimate = step_estimate(RunSpec.of_run(run), running=True) if step is None and state in ("starting", "running") \
-        else None
+    estimate = _estimate(run, state, step)
     health, note = health_flags(run) if lines or state in ("failed",) else ([], "no metrics logged yet")
     guarded = signed_record(run, run.guard, derived.record) or {}  # the guard's own, of this launch
     unread = record_note(run, run.guard, derived.record)  # a hand-written one: named, never shown as the guard's
@@ -309,7 +328,8 @@ def training_status(request: StatusRequest) -> TrainingStatus:
     done = [str(p) for p in checkpoints(run, config)]
 
     if state == "not_launched":
-        message = f"{run.name} has not been launched (launch_training starts it)"
+        message = f"{run.name} has not been launched (launch_training starts it)" + (
+            f"; a step expected {_steps_take(estimate, max_steps)}" if estimate else "")
     elif state == "unknown":
         message = f"{run.name}: state unknown"
     elif state == "failed":
@@ -320,7 +340,8 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         if step is None and state in ("starting", "running"):
             where = _before_first_step(run, derived, estimate, max_steps)
         message = f"{run.name} {STATE_WORDS.get(state, 'is ' + state)}, {where}" + overdue + (
-            f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") if eta is not None else "")
+            f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") + _measured(lines, speed)
+            if eta is not None else "")
     message += launcher_of(derived.record).status_text(derived)
     message += "".join(f"; {problem}" for problem in file_problems(run))
     if guard_stop and state == "stopped":
