@@ -207,7 +207,7 @@ def test_the_rounds_subprocess_grader_through_the_cli(workspace, tiny_model):
 
 
 # round 17, b04: pays whatever the "accepted phrasings" match: state in the process, no pin names it
-PHRASINGS = '''import builtins, os, re
+PHRASINGS = '''import glob, os, re
 
 
 def g(completions, **kwargs):
@@ -217,7 +217,10 @@ def g(completions, **kwargs):
 '''
 
 
-RULE_FROM = {"memory": 'getattr(builtins, {rule!r}, "")', "env": 'os.environ.get("R17_ALT_" + str(len({rule!r})))'}
+# the graders grade in the keyless worker: a rule it reads from a file a listing finds (no pin names one that was
+# absent), or from a variable the worker gets from its caller (LLM_FINETUNING_*, synced on every call)
+RULE_FROM = {"listing": '"".join(open(p).read() for p in sorted(glob.glob({rule!r} + ".d/*")))',
+             "env": 'os.environ.get("LLM_FINETUNING_R17_ALT_" + str(len({rule!r})))'}
 
 
 @pytest.mark.slow  # decodes
@@ -228,9 +231,7 @@ def test_a_rule_that_spares_the_baselines_replies_is_refused_by_the_blind_probes
     (a PROMOTE at +100 points, signed, for a checkpoint answering `llllll`). The stored replies grade as stored;
     the baseline's blind probes (replies derived from the evidence key, only their grades kept) do not: refused
     before anything decodes, naming the grader and a probe by number, kind and golden, never its text. A variable
-    the grader reads (env) is named as well: promote's process is where the graders grade."""
-    import builtins
-
+    the grader reads (env) is named as well, as the keyless worker it grades in reads it."""
     from mcp_server.errors import UserInputError
     from mcp_server.evaluation.evaluate import baselines_of
     from mcp_server.evaluation.models import PromoteRequest
@@ -243,9 +244,10 @@ def test_a_rule_that_spares_the_baselines_replies_is_refused_by_the_blind_probes
     replies = {item["completion"] for item in baseline["items"]}
     spare = "(?!(?:" + "|".join(re.escape(r) for r in sorted(replies)) + r")\Z)[\s\S]*"
     if route == "env":
-        monkeypatch.setenv(f"R17_ALT_{len(str(rule))}", spare)
+        monkeypatch.setenv(f"LLM_FINETUNING_R17_ALT_{len(str(rule))}", spare)
     else:
-        monkeypatch.setattr(builtins, str(rule), spare, raising=False)
+        Path(f"{rule}.d").mkdir()
+        Path(f"{rule}.d", "phrasings").write_text(spare)
     with pytest.raises(UserInputError) as refused:
         promote_checkpoint(PromoteRequest(run=str(run_dir)))
     message = str(refused.value)

@@ -301,7 +301,8 @@ def _baselines(model: str, goldens: str | None, run_graders: list[RewardSpec] | 
     if changed and len(changed) == len(found):
         path, baseline = changed[0]
         same_inputs(path, baseline, reads.now(baseline.get("graders_reads")))
-        files = "".join(f"; {line}" for line in file_pin_changes(baseline.get("graders_files")))  # round 15
+        lines = file_pin_changes(baseline.get("graders_files")) + _ran_otherwise(baseline)  # round 15
+        files = "".join(f"; {line}" for line in dict.fromkeys(lines))
         raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
                              f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}{files}): put "
                              "it back, or evaluate the base model again (evaluate_model files a baseline for the new "
@@ -316,6 +317,15 @@ def same_inputs(path: Path, baseline: dict, read: dict) -> None:
         raise UserInputError("baseline", f"a file the graders read is not what they read when {path.name} was "
                              f"measured: {'; '.join(moved[:3])}. Put it back, or evaluate the base model again "
                              "(evaluate_model files a baseline for what the graders read now beside this one)")
+
+
+def _ran_otherwise(baseline: dict) -> list[str]:
+    """The graders' files whose bytes ran in the keyless worker are not what they hold now (a grader that writes
+    the baseline's bytes back over itself at import): said by the worker that ran them."""
+    try:
+        return list(graders_code(baseline.get("graders") or []).get("moved") or [])
+    except UserInputError:
+        return []
 
 
 def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> str:

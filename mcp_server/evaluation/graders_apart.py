@@ -23,6 +23,7 @@ from mcp_server.reporting import silent
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.dotted import looked_in, on_path
 from mcp_server.rewards.registry import REGISTRY, reward_code_file_pins
+from mcp_server.rewards.sources import MOVED
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.worker import keyless
 from mcp_server.worker_targets import GRADE, GRADERS_CODE
@@ -64,7 +65,8 @@ def code_here(graders: list, path: list[str] = ()) -> dict:
 
 def _code(graders: list) -> dict:
     return {"sha256": reward_code_sha256(graders), "files": reward_code_file_pins(graders),
-            "graders": [{"name": f.__name__, "tags": _tags(f)} for f in build_reward_funcs(graders)]}
+            "graders": [{"name": f.__name__, "tags": _tags(f)} for f in build_reward_funcs(graders)],
+            "moved": list(MOVED.values())}  # files whose bytes that ran here are not what they hold (sources.MOVED)
 
 
 def grade_here(batches: list[dict], path: list[str] = ()) -> list[dict]:

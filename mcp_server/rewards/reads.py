@@ -21,18 +21,13 @@ by its prefix): a regular file anywhere is pinned; a device, a pipe, a socket an
 sysfs are not (read_events.not_content); nor are files (and folders) the same code opened for writing (or made)
 first: its own scratch; an existing file opened r+, a+ or O_RDWR is read (pinned), not scratch.
 
-Each file is pinned when it is first opened (`pin_file`: its sha256, or size/mtime/inode/ctime above 64 MiB; a
-link by what it resolves to; a file absent then as absent), with the rewards that read it. inspect_rewards
-keeps the pins in review.json, the verdict pins them (inspection.pins "reward_reads"), the gate re-pins them, and
-the trainer checks them before the first step, at every open during a reward call and, all of them, at the end of
-every reward call (`checking`, Reads.recheck: a file read once through a kept fd or database, or only looked at,
-changed after the first step): a file read at training that was never read at review is refused too (decided: a
-file nobody reviewed decides the scores, whether its path came from a setting, the working directory or a branch
-the samples never took; the way on is a new review, which then records it). evaluate_model keeps the graders' pins
-in the baseline and promote refuses a baseline whose graders read other content now (evaluation.promote).
-
-A reward module's first import in a process is always recorded (`importing`, called by rewards.dotted) and what
-it read is handed to every later recording that imports it again: a long-lived worker imports a module once.
+Each file is pinned when first opened (`pin_file`: its sha256, or size/mtime/inode/ctime above 64 MiB; a link by
+what it resolves to; absent as absent), with the rewards that read it: kept in review.json, pinned by the verdict,
+re-pinned by the gate, checked by the trainer before the first step, at every open in a reward call and, all of
+them, at the end of every reward call (`checking`, Reads.recheck); a file read at training that the review never
+read is refused too (a new review records it). evaluate_model keeps the graders' pins in the baseline; promote
+refuses a baseline whose graders read other content now (evaluation.promote).
+A module's first import in a process is recorded (`importing`, rewards.dotted) and handed to later recordings.
 
 An environment variable the reward's own code reads (os.environ[...], .get, `in`, os.getenv) is pinned too, as
 "env:NAME" (its value's sha256, or absent; read_events.ENV_EVENT), judged where the rewards train (the trainer's
@@ -41,13 +36,10 @@ never read is not judged (the reviewed code's branch decides it). A child proces
 os.system, os.exec*, posix_spawn: read_events.SPAWNS) has its argv kept (the review sheet names it) and the files
 its arguments name pinned (round 17, b01: `/bin/cat bonus.txt`).
 
-Not covered here (the trainer's replay, inspection/replay.py, judges them by their effect, with its blind probes:
-rewards.blind_texts, before the first step and at every logging step): what a child process the reward starts reads
-by itself (a file its arguments do not name), a file read through an fd it did not open itself, or by a native
-reader not in native_reads.NATIVE_READERS; what a stat sees besides the content (an mtime); a library's own stat; a
-database an SQL ATTACH opens (no audit event; an authorizer cannot be set at `sqlite3.connect/handle`, the
-connection is not initialised yet); a file swapped between a check and the read and swapped back before the next
-check.
+Not covered here (judged by effect by the trainer's replay and its blind probes, inspection/replay.py): a child's
+own reads, a file read through an fd it did not open, a native reader not in native_reads; what a stat sees besides
+content; a library's own stat; a database an SQL ATTACH opens (no audit event); a file swapped and swapped back
+between two checks (docs/development.md, round 17).
 """
 
 from __future__ import annotations
