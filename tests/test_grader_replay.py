@@ -207,7 +207,7 @@ def test_the_rounds_subprocess_grader_through_the_cli(workspace, tiny_model):
 
 
 # round 17, b04: pays whatever the "accepted phrasings" match: state in the process, no pin names it
-PHRASINGS = '''import glob, os, re
+PHRASINGS = '''import os, re, subprocess
 
 
 def g(completions, **kwargs):
@@ -217,9 +217,10 @@ def g(completions, **kwargs):
 '''
 
 
-# the graders grade in the keyless worker: a rule it reads from a file a listing finds (no pin names one that was
-# absent), or from a variable the worker gets from its caller (LLM_FINETUNING_*, synced on every call)
-RULE_FROM = {"listing": '"".join(open(p).read() for p in sorted(glob.glob({rule!r} + ".d/*")))',
+# the graders grade in the keyless worker: a rule a child process reads from a file its arguments do not name (a
+# shell's glob), or from a variable the worker gets from its caller (LLM_FINETUNING_*, synced on every call)
+RULE_FROM = {"child": 'subprocess.run(["sh", "-c", "cat " + {rule!r} + ".d/* 2>/dev/null"], capture_output=True, '
+                      'text=True).stdout',
              "env": 'os.environ.get("LLM_FINETUNING_R17_ALT_" + str(len({rule!r})))'}
 
 
@@ -257,7 +258,8 @@ def test_a_rule_that_spares_the_baselines_replies_is_refused_by_the_blind_probes
                      r"stored 0, now 1", message), message
     assert "replies otherwise" not in message, message  # the stored replies grade as stored
     if route == "env":
-        assert f"the environment variable R17_ALT_{len(str(rule))} (read by g): set where it was unset" in message
+        assert f"the environment variable LLM_FINETUNING_R17_ALT_{len(str(rule))} (read by g): set where it was " \
+            "unset" in message, message
     assert not (run_dir / "promotion.json").exists()
 
 

@@ -296,12 +296,15 @@ def _baselines(model: str, goldens: str | None, run_graders: list[RewardSpec] | 
             found = kept
     moved = {path.name: reads.differences(b.get("graders_reads"), reads.now(b.get("graders_reads")))
              for path, b in found}  # a file the graders read is part of what the baseline measured
-    changed = [(path, b) for path, b in found if moved[path.name] or b.get("graders_code_sha256") and
-               _graders_code(path, b, run_graders) != b["graders_code_sha256"]]
+    code = {path.name: _graders_code(path, b, run_graders) for path, b in found
+            if not moved[path.name] and b.get("graders_code_sha256")}
+    changed = [(path, b) for path, b in found if moved[path.name] or path.name in code and
+               code[path.name]["sha256"] != b["graders_code_sha256"]]
     if changed and len(changed) == len(found):
         path, baseline = changed[0]
         same_inputs(path, baseline, reads.now(baseline.get("graders_reads")))
-        lines = file_pin_changes(baseline.get("graders_files")) + _ran_otherwise(baseline)  # round 15
+        # round 15; and a file whose bytes that ran in the keyless worker are not what it holds (sources.MOVED)
+        lines = file_pin_changes(baseline.get("graders_files")) + code.get(path.name, {}).get("moved", [])
         files = "".join(f"; {line}" for line in dict.fromkeys(lines))
         raise UserInputError("baseline", f"the graders' code changed since {path.name} was measured (its graders: "
                              f"{', '.join(g.get('name', '?') for g in baseline.get('graders') or [])}{files}): put "
@@ -319,20 +322,11 @@ def same_inputs(path: Path, baseline: dict, read: dict) -> None:
                              "(evaluate_model files a baseline for what the graders read now beside this one)")
 
 
-def _ran_otherwise(baseline: dict) -> list[str]:
-    """The graders' files whose bytes ran in the keyless worker are not what they hold now (a grader that writes
-    the baseline's bytes back over itself at import): said by the worker that ran them."""
+def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> dict:
+    """graders_apart.graders_code of a baseline's graders (sha256, files, moved), taken in the keyless worker; one
+    that no longer imports is refused naming them and the way on."""
     try:
-        return list(graders_code(baseline.get("graders") or []).get("moved") or [])
-    except UserInputError:
-        return []
-
-
-def _graders_code(path: Path, baseline: dict, run_graders: list[RewardSpec] | None) -> str:
-    """reward_code_sha256 of a baseline's graders, taken in the keyless worker (graders_apart); one that no longer
-    imports is refused naming them and the way on."""
-    try:
-        return graders_code(baseline.get("graders") or [])["sha256"]
+        return graders_code(baseline.get("graders") or [])
     except UserInputError as exc:
         ours = _names([g.model_dump() for g in run_graders or []]) or "not recorded"
         raise UserInputError("baseline", f"{path.name} is graded by {_names(baseline.get('graders'))}, which does not "
