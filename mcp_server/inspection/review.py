@@ -16,6 +16,7 @@ from collections import Counter
 
 from mcp_server.errors import UserInputError
 from mcp_server.inspection import difficulty, row_probes
+from mcp_server.inspection.signal_share import review_signal_warning
 from mcp_server.inspection.models import (
     MIN_REVIEW_SAMPLES,
     RATE_PROMPTS,
@@ -257,6 +258,8 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
         next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval, meta),
     )
     result = difficulty.with_next_step(result)
+    if said := review_signal_warning(result.model_dump()):  # the verdict and the launch say it again (walk 11)
+        result.warnings.append(said)
     result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
     _write_review(run, result, rows, meta, request.success_threshold, read.pins(), probes)
     return result
@@ -344,8 +347,10 @@ def _sheet_rows(samples: list[dict], specs: list[RewardSpec], names: list[str], 
 
 def _sheet_warnings(shown: int, truncated: int, has_format: bool, rate_prompts: int, interval: tuple[float, float],
                     meta: dict, differs: list[str]) -> list[str]:
-    """What the reader should know before trusting the sheet: truncation, what is not counted, a base rate on
-    too few prompts, samples that differ from what training would draw."""
+    """What the reader should know before trusting the sheet: truncation, what is not counted, a route to SFT on
+    too few prompts (walk 11: the CPU's default 16 always set off "sample at least 64", though a success among
+    them already settles the route; the interval is on the sheet either way), samples that differ from what
+    training would draw."""
     warnings = []
     if truncated > shown // 4:
         warnings.append(
@@ -354,10 +359,11 @@ def _sheet_warnings(shown: int, truncated: int, has_format: bool, rate_prompts: 
         )
     if not has_format:
         warnings.append("no format_reward configured: malformed and well-formed-but-wrong counts are not computed")
-    if _few(rate_prompts, meta):
+    if _few(rate_prompts, meta) and not interval[0]:  # only where the route rests on it: no prompt solved
         warnings.append(
-            f"the base success rate rests on {rate_prompts} prompts (95% interval {interval[0]:.0%}-"
-            f"{interval[1]:.0%}): sample at least {RATE_PROMPTS} prompts before routing on it"
+            f"no success among {rate_prompts} prompts: that many (a CPU's default) show how the reward scores real "
+            f"replies, and one success would show the task within reach, but none does not rule out a base rate up "
+            f"to {interval[1]:.0%} (95% interval): sample {RATE_PROMPTS} prompts before routing to SFT on it"
         )
     if differs:
         warnings.append("these samples cannot back a verdict, they differ from what training would sample: "
