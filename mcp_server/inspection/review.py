@@ -191,7 +191,6 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     funcs = build_reward_funcs(specs)
     reward_hash = reward_code_sha256(specs)
     samples, warnings = _sheet_samples(all_samples, request.max_samples, meta, run)
-
     names = _unique_names([getattr(f, "__name__", s.name) for f, s in zip(funcs, specs)])
     weights = [s.weight for s in specs]
     report(0, len(funcs), f"scoring {len(all_samples)} samples with {len(funcs)} rewards")
@@ -258,8 +257,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
         next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval, meta),
     )
     result = difficulty.with_next_step(result)
-    if said := review_signal_warning(result.model_dump()):  # the verdict and the launch say it again (walk 11)
-        result.warnings.append(said)
+    result.warnings += filter(None, [review_signal_warning(result.model_dump())])  # verdict, launch: again (walk 11)
     result.reward_files = [p for p, pin in read.pins().items() if not pin.get("written")]
     _write_review(run, result, rows, meta, request.success_threshold, read.pins(), probes)
     return result
