@@ -60,6 +60,23 @@ def _step_watch(on_step, done_before: int):
     return StoppingCriteriaList([Watch()])
 
 
+def _give_up_watch(give_up, tokenizer, done_before: int, prompt_len: int, n: int, ended: dict):
+    """A stopping criterion that ends each sequence whose text so far `give_up(prompt index, text)` says can no
+    longer pass (walk 11: 2.5 minutes decoding a drift suite whose every reply had failed its format at its first
+    words); the other sequences decode on as before. `ended["steps"]`: the decode steps the call took."""
+    import torch
+    from transformers import StoppingCriteria
+
+    class GiveUp(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            ended["steps"] = max(ended.get("steps", 0), input_ids.shape[1] - prompt_len)
+            texts = tokenizer.batch_decode(input_ids[:, prompt_len:], skip_special_tokens=True)
+            done = [give_up(done_before + row // n, text) for row, text in enumerate(texts)]
+            return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+    return GiveUp()
+
+
 def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else \
         f"{seconds / 3600:.1f} h"
@@ -140,7 +157,7 @@ def generate_completions(
     model, tokenizer, texts: list[str], max_new_tokens: int, *, n: int = 1, batch_size: int = 64,
     options: dict | None = None, seed: int = 3407, drop_stop: bool = False, report: Report = silent,
     message: str = "decoded {done}/{total} prompts", on_batch=None, on_step=None,
-    kept: tuple[list[list[dict]], dict] | None = None,
+    kept: tuple[list[list[dict]], dict] | None = None, give_up=None, ended: dict | None = None,
 ) -> list[list[dict]]:
     """Per prompt text, `n` dicts {text, ids, finish_reason}: ids end at the first stop token (kept in ids; in
     text unless `drop_stop`), finish_reason is 'stop' or 'length'. Prompts are batched (left padding) so that about
@@ -149,7 +166,8 @@ def generate_completions(
     and `on_batch(first prompt index, its groups)` (rng_state() there: the generator's state for the next batch);
     within one, `on_step(prompts done before it, decode step)`. `kept`: (the groups of the first whole batches of
     an earlier pass of the same request, the generator's state after them): generation goes on from there, so the
-    result is that pass's, batch for batch (inspection.sample_files: a stopped sampling resumed)."""
+    result is that pass's, batch for batch (inspection.sample_files: a stopped sampling resumed). `give_up(prompt
+    index, text so far)`: True ends that sequence there (_give_up_watch; `ended` gets the decode steps taken)."""
     import torch
     from transformers import set_seed
 
@@ -171,6 +189,12 @@ def generate_completions(
             # Like TRL: the chat template already holds the special tokens, so none are added here.
             enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
             watch = {"stopping_criteria": _step_watch(on_step, start)} if on_step else {}
+            if give_up is not None:
+                from transformers import StoppingCriteriaList
+
+                stop = _give_up_watch(give_up, tokenizer, start, enc["input_ids"].shape[1], n,
+                                      ended if ended is not None else {})
+                watch = {"stopping_criteria": StoppingCriteriaList([*watch.get("stopping_criteria", []), stop])}
             out = model.generate(**enc, num_return_sequences=n, max_new_tokens=max_new_tokens,
                                  pad_token_id=tokenizer.pad_token_id, **options, **watch)
             generated = out[:, enc["input_ids"].shape[1] :].tolist()
@@ -218,17 +242,18 @@ def _completion(tokenizer, ids: list[int], eos: set[int], drop_stop: bool) -> di
 
 def generate(
     model, tokenizer, texts: list[str], max_new_tokens: int, batch_size: int = 64,
-    temperature: float = 0.0, seed: int = 3407, report: Report = silent,
+    temperature: float = 0.0, seed: int = 3407, report: Report = silent, give_up=None, ended: dict | None = None,
 ) -> list[str]:
     """One completion per prompt text, up to its stop token: greedy when temperature is 0, else sampled under `seed`
-    (top_k and top_p off). `report(done, total, message)` is called after each batch (the demo draws a bar with it)."""
+    (top_k and top_p off). `report(done, total, message)` is called after each batch (the demo draws a bar with it).
+    `give_up`, `ended`: generate_completions'."""
     options = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else None
     progress = None if report is silent else DecodeProgress(report, len(texts), -(-len(texts) // max(batch_size, 1)),
                                                             max_new_tokens)
     groups = generate_completions(
         model, tokenizer, texts, max_new_tokens, batch_size=batch_size, options=options, seed=seed, drop_stop=True,
         on_batch=progress and (lambda start, done_groups: progress.batch(start + len(done_groups))),
-        on_step=progress and progress.step)
+        on_step=progress and progress.step, give_up=give_up, ended=ended)
     return [group[0]["text"] for group in groups]
 
 

@@ -83,7 +83,7 @@ def with_baseline_warnings(core):
             warnings = apart(BASELINE_WARNINGS, result.run_dir)
         except (UserInputError, OSError, ValueError) as exc:
             warnings = [f"the base model's baseline could not be checked ({exc}): promote-checkpoint will say"]
-        return result.model_copy(update={"warnings": warnings})
+        return result.model_copy(update={"warnings": [*result.warnings, *warnings]})
 
     return call
 

@@ -117,9 +117,10 @@ TASK_REWARDS = [{"name": "format_reward"}, {"name": "correctness_reward"}]
 
 
 def hand_made_run(workspace: Path, tiny_model, name: str, groups: list[list[str]], golds: list[str],
-                  rewards: list | None = None) -> Path:
+                  rewards: list | None = None, cut: bool = False) -> Path:
     """A configured run (tiny model, a data file, format + correctness) with chosen completions as its samples,
-    written the way sample_completions writes them from the run's config."""
+    written the way sample_completions writes them from the run's config (`cut`: each one cut at the length
+    limit)."""
     from mcp_server.inspection.pins import config_pins
     from mcp_server.runs import Run
     from mcp_server.workspace import atomic_write_json, atomic_write_text, new_run_dir
@@ -137,8 +138,8 @@ def hand_made_run(workspace: Path, tiny_model, name: str, groups: list[list[str]
     for p, (group, gold) in enumerate(zip(groups, golds)):
         for k, text in enumerate(group):
             lines.append({"id": sid, "prompt_index": p, "sample_index": k, "row_index": p, "prompt": f"Q{p}",
-                          "completion": text, "completion_ids": [], "columns": {"answer": gold}, "truncated": False,
-                          "finish_reason": "stop"})
+                          "completion": text, "completion_ids": [], "columns": {"answer": gold}, "truncated": cut,
+                          "finish_reason": "length" if cut else "stop"})
             sid += 1
     atomic_write_text(run_dir / "inspection" / "samples.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
     sign_samples(run_dir, {"dataset_rows": len(golds), "num_prompts": len(golds), "n": len(groups[0]),

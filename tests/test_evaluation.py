@@ -512,8 +512,10 @@ def test_a_rejection_rewritten_to_a_promotion_by_hand_is_never_exported(workspac
     evaluate_model(EvaluateRequest(model="tiny", goldens=str(goldens), max_new_tokens=MAX_NEW))
     run = make_run(workspace, "rewritten", "tiny", tiny_model)
     assert promote_checkpoint(PromoteRequest(run=str(run))).verdict == "REJECT"
-    with pytest.raises(UserInputError, match=r"no PROMOTE verdict \(REJECT\)"):  # the signed one is read
-        export_model(ExportRequest(run=str(run), smoke_items=1))
+    with pytest.raises(UserInputError, match=r"promote_checkpoint judged this checkpoint REJECT") as refused:
+        export_model(ExportRequest(run=str(run), smoke_items=1))  # the signed one is read
+    # walk 11: the refusal after a REJECT read "run promote_checkpoint first", as if it had never run
+    assert "promote_checkpoint first" not in str(refused.value) and "promotion-report.md" in str(refused.value)
     path = run / "promotion.json"
     forged = json.loads(path.read_text())
     for item in forged["items"]:

@@ -266,7 +266,8 @@ def test_every_cli_command_not_run_elsewhere(doors):
     assert proc.returncode == 1 and resume["refusals"][0]["gate"] == "checkpoint"
 
     refused = run_cli("export-model", str(doors.same), env=env)
-    assert refused.returncode == 2 and "no PROMOTE verdict (REJECT)" in refused.stderr
+    assert refused.returncode == 2 and "promote_checkpoint judged this checkpoint REJECT" in refused.stderr
+    assert "promote_checkpoint first" not in refused.stderr  # it was run (walk 11)
     assert "(CLI: --allow-unpromoted)" in refused.stderr  # the flag this door takes, not only the MCP field (walk 9)
     # The MCP session exported it already: nothing is overwritten unless the earlier export is archived first.
     proc, export = run_cli_json("export-model", str(doors.same), "--allow-unpromoted", "--archive-previous", env=env)

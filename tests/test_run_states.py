@@ -52,8 +52,8 @@ def phases() -> dict[str, tuple[str | None, list[Event]]]:
     """phase -> (its parent phase, its own writes after the parent's): the life of lifecycle.PHASES."""
     launch = [Event("run_json", OLD), Event("stdout")]
     running = [Event("train_begin", OLD), Event("progress", step=1), *checkpoint(1), Event("progress", step=2)]
-    stopped = [Event("stopped", OLD, step=2), *checkpoint(2), Event("final_model", step=2),
-               Event("outcome", (OLD, "stopped")), Event("exit_code", 0)]
+    # a stopped run saves no model into output_dir itself: its checkpoint holds it (walk 11)
+    stopped = [Event("stopped", OLD, step=2), *checkpoint(2), Event("outcome", (OLD, "stopped")), Event("exit_code", 0)]
     succeeded = [*checkpoint(2), Event("progress", step=4), Event("final_model", step=4),
                  Event("outcome", (OLD, "succeeded")), Event("exit_code", 0)]
     # resume_training: run.json rewritten for the new launch, the end markers cleared, then the new process writes

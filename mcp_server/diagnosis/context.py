@@ -373,7 +373,9 @@ class Ctx:
 
 
 def finding(code: str, severity: Severity, evidence: list[Evidence], explanation: str, patch: dict | None = None):
-    return DiagnosisFinding(code=code, severity=severity, evidence=evidence, explanation=explanation, patch=patch or {})
+    """A finding; its evidence each once (walk 11: a run's first and last log, one log, printed twice)."""
+    once = list({(e.metric, e.step, repr(e.value)): e for e in reversed(evidence)}.values())[::-1]
+    return DiagnosisFinding(code=code, severity=severity, evidence=once, explanation=explanation, patch=patch or {})
 
 
 def first_last(ctx: Ctx, name: str) -> list[Evidence]:

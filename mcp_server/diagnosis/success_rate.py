@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from mcp_server.config import FIELD
 from mcp_server.diagnosis.context import KL_WARN_FLOOR, Ctx
 from mcp_server.diagnosis.cut_evidence import CutEvidence, completions_per_step, cut_evidence, steps_per_log
+from mcp_server.inspection.signal_share import mostly_without_signal, zero_share
 
 FIT_LEVEL = 0.05  # a zero-spread count at least this likely under p is within what p predicts
 FEW_GROUPS = 20  # under this many groups the observed share tells little (the finding says so)
@@ -80,11 +81,6 @@ class SuccessRate:
                 f"{more_prompts}, a step has at least one with spread at {1 - self.expected ** more_prompts:.0%}); "
                 f"or an easier curriculum or an SFT warm start, raising the base success rate to about {target:.0%} "
                 f"gives half the groups spread at {g} completions. ")
-
-
-def zero_share(p: float, g: int) -> float:
-    """The chance a group of g completions, each paid with probability p, has no spread."""
-    return p ** g + (1 - p) ** g
 
 
 def at_least(k: int, n: int, q: float) -> float:
@@ -181,7 +177,7 @@ def baseline_signal_warning(passed: int, n: int, group: int, given: str) -> str 
     if not n or passed / n > 0.5:
         return None
     share = zero_share(passed / n, group)
-    if share < 0.5:
+    if not mostly_without_signal(share):  # the rule the review's measured share is held to (inspection.signal_share)
         return None
     cannot = "cannot learn" if passed == 0 else "has little to learn"
     return (f"a greedy pass rate of {passed}/{n}: if its sampled completions fare alike, GRPO {cannot} from this "

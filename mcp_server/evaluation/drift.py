@@ -20,6 +20,7 @@ from mcp_server.evaluation.drift_rule import judge_drift, judge_rerun
 from mcp_server.evaluation.tiny_suite import drift_suite_path
 from mcp_server.model_ref import load_model
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards.basic import DEFAULT_TAGS
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.workspace import atomic_write_text, eval_root, sha256_file
 
@@ -46,9 +47,24 @@ def _drift_passes(
     process: DRIFT_GRADERS are registry rewards with fixed parameters, no user code (graders_apart)."""
     model, tokenizer = loaded
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
-    completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed, report=report)
+    kinds = [row.get("grader", "correctness") for row in rows]
+    ended: dict = {}
+    completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed, report=report,
+                           give_up=lambda i, text: kinds[i] == "format" and not format_reachable(text), ended=ended)
+    failed = sum(kind == "format" and not format_reachable(c) for kind, c in zip(kinds, completions))
+    if failed and ended.get("steps", max_new_tokens) < max_new_tokens:
+        report(len(rows), len(rows), f"{failed} of {len(rows)} replies failed the format from their first words: "
+               f"each ended there, decoding stopped at token {ended['steps']} of up to {max_new_tokens}")
     return [bool(item_passed(score_rows([row], [completion], specs)[0]))
             for row, completion, specs in zip(rows, completions, graders)]
+
+
+def format_reachable(text: str) -> bool:
+    """Whether a reply beginning with `text` can still pass the drift suite's format grader (format_reward, strict:
+    nothing before its first tag): what it shows so far, less its last character (half of one, perhaps), is a
+    prefix of that tag or begins with it. Exact: a reply given up on could never have passed."""
+    seen, opening = text.lstrip()[:-1], f"<{DEFAULT_TAGS[0]}>"
+    return opening.startswith(seen) or seen.startswith(opening)
 
 
 def _drift_pass_rate(model_ref, loaded, rows, graders, max_new_tokens, report: Report = silent) -> float:

@@ -201,9 +201,14 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         if mismatch:
             raise UserInputError("checkpoint", f"{mismatch}: run promote_checkpoint on it, or set allow_unpromoted "
                                  "(CLI: --allow-unpromoted) to export it unjudged (the model card will say so)")
+        if verdict:  # judged, and not promoted (walk 11: "run promote_checkpoint first" after its REJECT)
+            raise UserInputError(
+                "run", f"{run.name}: promote_checkpoint judged this checkpoint {verdict}, not PROMOTE (its reasons: "
+                f"{run.promotion_report}): train on and promote a later checkpoint, or set "
+                "allow_unpromoted (CLI: --allow-unpromoted) to export it anyway (the model card will say so)")
         raise UserInputError(
-            "run", f"{run.name} has no PROMOTE verdict ({verdict or 'never judged'}): run promote_checkpoint "
-            "first, or set allow_unpromoted (CLI: --allow-unpromoted) to export anyway (the model card will say so)",
+            "run", f"{run.name} has no PROMOTE verdict (never judged): run promote_checkpoint first, or set "
+            "allow_unpromoted (CLI: --allow-unpromoted) to export anyway (the model card will say so)",
         )
 
     if run.export.exists() and not request.archive_previous:

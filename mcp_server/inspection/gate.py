@@ -24,6 +24,7 @@ from mcp_server.inspection.files import read_run_rewards, run_reward_imports
 from mcp_server.inspection.changed import reward_change_detail
 from mcp_server.inspection.launched import refuse_if_launched, way_on_for
 from mcp_server.recipe.runspec import RunSpec
+from mcp_server.inspection.signal_share import review_signal_warning
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
 from mcp_server.inspection.reward_probes import flagged_probes
 from mcp_server.inspection.loader_env import TRAINING_PATHS, interpreter_paths, loader_how
@@ -227,6 +228,7 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
         recorded_at=record["recorded_at"], agree=agree, disagree=disagree, reviewed=len(reviewed),
         reward_code_sha256=record["reward_code_sha256"], samples_sha256=record["samples_sha256"],
         passed_over=flagged_probes(result) if request.verdict == "pass" else [], gate=check_inspection_gate(run),
+        warnings=[w for w in [review_signal_warning(result)] if w and request.verdict == "pass"],
     )
 
 

@@ -75,12 +75,17 @@ def length_advice(lengths: list[int], truncated: list[bool], limit: int, prompt_
 
 def for_config(advice: dict, config: dict) -> dict:
     """The advice for this run's config: no vLLM length where the config does not sample with vLLM (a CPU
-    target), and the offer, said loudly, when the suggestion is not the config's max_completion_length (issue 31:
-    TRL's 512 left in place for a task whose answers take a few dozen tokens)."""
+    target), a patch of only what the config does not already hold, and the offer, said loudly, when the
+    suggestion is not the config's max_completion_length (issue 31: TRL's 512 left in place for a task whose
+    answers take a few dozen tokens)."""
     advice = dict(advice)
     if not GRPOView(config).use_vllm:
         advice["suggested_vllm_max_model_length"] = None
         advice["config_patch"] = {k: v for k, v in advice["config_patch"].items() if k != "vllm_max_model_length"}
+    # only what the config does not hold already (walk 11: `{"log_completions": true}` offered to a config with it)
+    advice["config_patch"] = {k: v for k, v in advice["config_patch"].items() if config.get(k) != v}
+    if config.get(FIELD.log_completions) is True and isinstance(advice.get("advice"), str):
+        advice["advice"] = advice["advice"].replace(" (and log_completions: true)", "")
     suggested = advice.get("suggested_max_completion_length")
     configured = GRPOView(config).max_completion_length
     advice["offer"] = None

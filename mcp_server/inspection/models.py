@@ -21,7 +21,8 @@ MAX_REVIEW_SAMPLES = 100
 # bounds the rate below 5.7% (95% Wilson). The person still reads only the first 50-100 samples.
 RATE_PROMPTS = 64
 # On a CPU (inspection.sampling_plan): 16 prompts x 8 completions = 128 samples, over the review's 50, in minutes;
-# the base rate's interval is wider than with RATE_PROMPTS (the review says so) and num_prompts asks for more.
+# the base rate's interval is wider than with RATE_PROMPTS (the sheet shows it); the review asks for more only when
+# no prompt was solved, the one route that rests on the rate.
 CPU_PROMPTS = 16
 
 
@@ -55,8 +56,9 @@ class SampleRequest(Request):
         ge=1,
         le=1000,
         description=f"How many prompts to draw (at random, by seed). Default: {RATE_PROMPTS} on a GPU, enough for a "
-        f"base success rate worth routing on; {CPU_PROMPTS} on a CPU, so sampling finishes in minutes (the review "
-        "then says the rate's interval is wide); every prompt of a smaller data set. The review sheet shows the "
+        f"base success rate worth routing on; {CPU_PROMPTS} on a CPU, so sampling finishes in minutes: enough to "
+        "review the reward on real replies and to see a prompt solved, too few to rule out a low rate when none is "
+        "(the review then asks for more); every prompt of a smaller data set. The review sheet shows the "
         "first 50-100 samples, the rate uses them all.",
     )
     n: int | None = Field(
@@ -345,6 +347,9 @@ class VerdictResult(BaseModel):
     samples_sha256: str = Field(description="Hash of the samples the verdict is about.")
     passed_over: list[str] = Field(default_factory=list, description="A pass over rewards the review flagged: each "
                                    "one and what it paid (the seventh walk: a flagged reward passed unremarked).")
+    warnings: list[str] = Field(default_factory=list, description="A pass over a review whose groups mostly score "
+                                "alike (no learning signal: GRPO would train nothing), with the causes its samples "
+                                "show; launch_training says it again.")
     gate: "GateResult" = Field(description="The gate as it stands after recording.")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server import evidence
 from mcp_server.inspection import blind_probes, difficulty, row_probes
+from mcp_server.inspection.signal_share import review_signal_warning
 from mcp_server.inspection.models import (
     MIN_REVIEW_SAMPLES,
     RATE_PROMPTS,
@@ -192,7 +193,6 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
     funcs = build_reward_funcs(specs)
     reward_hash = reward_code_sha256(specs)
     samples, warnings = _sheet_samples(all_samples, request.max_samples, meta, run)
-
     names = _unique_names([getattr(f, "__name__", s.name) for f, s in zip(funcs, specs)])
     weights = [s.weight for s in specs]
     report(0, len(funcs), f"scoring {len(all_samples)} samples with {len(funcs)} rewards")
@@ -259,6 +259,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
         next_step=_next_step(can_learn, len(rate_groups), max(len(g) for g in rate_groups), interval, meta),
     )
     result = difficulty.with_next_step(result)
+    result.warnings += filter(None, [review_signal_warning(result.model_dump())])  # verdict, launch: again (walk 11)
     _record(run, result, read, rows, meta, request.success_threshold, probes, (funcs, specs, names))
     return result
 
@@ -370,8 +371,10 @@ def _sheet_rows(samples: list[dict], specs: list[RewardSpec], names: list[str], 
 
 def _sheet_warnings(shown: int, truncated: int, has_format: bool, rate_prompts: int, interval: tuple[float, float],
                     meta: dict, differs: list[str]) -> list[str]:
-    """What the reader should know before trusting the sheet: truncation, what is not counted, a base rate on
-    too few prompts, samples that differ from what training would draw."""
+    """What the reader should know before trusting the sheet: truncation, what is not counted, a route to SFT on
+    too few prompts (walk 11: the CPU's default 16 always set off "sample at least 64", though a success among
+    them already settles the route; the interval is on the sheet either way), samples that differ from what
+    training would draw."""
     warnings = []
     if truncated > shown // 4:
         warnings.append(
@@ -380,10 +383,11 @@ def _sheet_warnings(shown: int, truncated: int, has_format: bool, rate_prompts: 
         )
     if not has_format:
         warnings.append("no format_reward configured: malformed and well-formed-but-wrong counts are not computed")
-    if _few(rate_prompts, meta):
+    if _few(rate_prompts, meta) and not interval[0]:  # only where the route rests on it: no prompt solved
         warnings.append(
-            f"the base success rate rests on {rate_prompts} prompts (95% interval {interval[0]:.0%}-"
-            f"{interval[1]:.0%}): sample at least {RATE_PROMPTS} prompts before routing on it"
+            f"no success among {rate_prompts} prompts: that many (a CPU's default) show how the reward scores real "
+            f"replies, and one success would show the task within reach, but none does not rule out a base rate up "
+            f"to {interval[1]:.0%} (95% interval): sample {RATE_PROMPTS} prompts before routing to SFT on it"
         )
     if differs:
         warnings.append("these samples cannot back a verdict, they differ from what training would sample: "

@@ -124,7 +124,9 @@ def _summary(result: InspectResult, meta: dict) -> list[str]:
             f"{tokens['p90']}, p99 {tokens['p99']}, max {tokens['max']}; {lengths['truncated_share']:.0%} cut off at "
             f"{lengths['max_new_tokens']}. {lengths.get('advice', '')}"
         )
-        lines.append(f"- Config patch from these samples: `{json.dumps(lengths.get('config_patch', {}))}`")
+        patch = lengths.get("config_patch") or {}
+        lines.append(f"- Config patch from these samples: `{json.dumps(patch)}`" if patch else
+                     "- Config patch from these samples: none (train/config.yaml holds these settings already)")
     if result.differs_from_config:
         lines.append("- **These samples cannot back a verdict**: " + "; ".join(result.differs_from_config))
     if not result.grpo_can_learn:

@@ -110,6 +110,7 @@ def human_gate(g: GateResult) -> str:
 
 def human_verdict(r: VerdictResult) -> str:
     over = "".join(f"\nNOTE: passed over the review's flag on {line}" for line in r.passed_over)
+    over += "".join(f"\nWARNING: {line}" for line in r.warnings)
     return (f"Recorded '{r.verdict}' by {r.reviewer} ({r.agree} agree, {r.disagree} disagree of {r.reviewed}) "
             f"in {r.verdict_path}{over}\n{human_gate(r.gate)}")
 

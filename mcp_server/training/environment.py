@@ -294,7 +294,8 @@ def environment_report(run: Run | None, spec: RunSpec | None = None) -> Environm
         names = sorted({g.name for g in gpus})
         allows = f"GPU runs on {len(gpus)}x {', '.join(names)} ({min(g.memory_gib for g in gpus):.0f} GiB each)"
     else:
-        allows = "CPU runs of small models only (the embedded tiny model, or models of a few million parameters)"
+        allows = ("CPU runs of small models only: the embedded tiny model, or one of about 100M parameters such as "
+                  "smollm2-135m (the README's CPU model: minutes per step)")
     target = None
     if run_request and run_request.model_fields_set:
         target = "cpu" if run_request.cpu else f"{run_request.num_gpus}x {run_request.gpu}"

@@ -28,6 +28,7 @@ from pathlib import Path
 from mcp_server.evidence import key as evidence_key
 from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import DifficultyFilterResult
+from mcp_server.inspection.signal_share import launch_signal_warning
 from mcp_server.memory.estimate import step_estimate
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.reporting import Report, silent
@@ -159,8 +160,9 @@ def _launch(run: Run, request: LaunchRequest, report: Report = silent) -> Launch
         return stop
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
         _archive_attempt(run, config)
-    return _with_estimate(run, _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"),
-                                   state_before=derived.state))
+    result = _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"), state_before=derived.state)
+    said = launch_signal_warning(run) if result.launched else None  # the review's groups mostly alike (walk 11)
+    return _with_estimate(run, result.model_copy(update={"warnings": [*result.warnings, said]}) if said else result)
 
 
 def _with_estimate(run: Run, result: LaunchResult) -> LaunchResult:

@@ -25,7 +25,8 @@ LAUNCH_WRITES: tuple[tuple[str, str], ...] = (
     ("checkpoint", "the Trainer's save at save_steps, then the callback's record of it (train/logs/saves.jsonl)"),
     ("stop_request", "stop_training"),
     ("stopped", "the trainer, at the step end after a stop request"),
-    ("final_model", "train_and_save: the model saved into output_dir, then its record (the final save)"),
+    ("final_model", "train_and_save: the model saved into output_dir, then its record (the final save); not after "
+                    "a stop, whose checkpoint holds the model"),
     ("outcome", "the trainer's write_outcome: succeeded, stopped or failed"),
     ("exit_code", "train/launch.sh, when the training command ends"),
 )

@@ -223,9 +223,10 @@ class LaunchResult(BaseModel):
         default=None, description="A resume with a patch: each field it changed, {old, new} (old null when the "
         "launched config did not set it); the launched config is kept under archive/resume-patch-<n>/.")
     warnings: list[str] = Field(
-        default_factory=list, description="What promote_checkpoint would find wrong with the base "
-        "model's baseline (none yet, stale, other graders, goldens or budget), each with the command that measures "
-        "it; the run is launched all the same.")
+        default_factory=list, description="What limits the run, said at the launch; it is launched all the same: "
+        "the review's groups mostly scoring alike (no learning signal, with the causes its samples show), and what "
+        "promote_checkpoint would find wrong with the base model's baseline (none yet, stale, other graders, goldens "
+        "or budget), each with the command that measures it.")
     message: str = Field(default="", description="One-line summary for people.")
 
 

@@ -112,6 +112,7 @@ class ProgressCallback(TrainerCallback):
         self._last_time: float | None = None
         self._last_step = 0
         self._signalled: str | None = None
+        self.stopped_early = False  # every rank: a stop asked (or the guard's) left the loop before max_steps
         self._catch_signals()
 
     def _catch_signals(self) -> None:
@@ -156,6 +157,7 @@ class ProgressCallback(TrainerCallback):
         if _all_ranks_agree(asked or self._signalled is not None, args.device):
             control.should_save = True
             control.should_training_stop = True
+            self.stopped_early = True
             if state.is_world_process_zero:
                 by = {} if asked or self._signalled is None else {"by": "signal", "signal": self._signalled}
                 record(self.run, self.run.stopped, {"step": state.global_step, "time": time.time(), **by})
@@ -204,6 +206,7 @@ class ProgressCallback(TrainerCallback):
         if decision:
             control.should_training_stop = True
             control.should_save = decision["save"]
+            self.stopped_early = True
             if state.is_world_process_zero:
                 kept = decision["save"] if saved is None else decision["save"] and saved
                 record(self.run, self.run.stopped, {"step": state.global_step, "time": time.time(), "by": "guard",

@@ -242,6 +242,12 @@ def train_and_save(trainer, run_dir: Path) -> None:
     # output_dir still inside the run before the final model and its card are written (round 12, D1); record_save
     # refuses it after too
     refuse_save_outside(Run(Path(run_dir)), Path(training_args.output_dir))
+    if any(getattr(c, "stopped_early", False) for c in trainer.callback_handler.callbacks):
+        # stopped (stop_training, a signal, the guard): its checkpoint holds the weights; a model in output_dir
+        # itself would look like a finished run's (walk 11: `--checkpoint RUN/checkpoints` an easy mistake)
+        if trainer.accelerator.is_main_process:
+            write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step)  # recorded as stopped
+        return
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
         record_save(Run(Path(run_dir)), Path(training_args.output_dir), trainer.state.global_step, final=True)
