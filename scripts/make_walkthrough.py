@@ -159,6 +159,8 @@ def redact(text: str, workspace: Path, run: str) -> str:
     text = re.sub(r"\b[0-9a-f]{12,64}\b", "<sha256>", text)
     text = re.sub(r"(?<!\S)/\S*/python[\d.]*(?=\s|$)", "<python>", text)  # the training interpreter
     text = re.sub(r"\((TRL|torch|transformers) [^)\s]+\)", r"(\1 <version>)", text)
+    # the planner's first-step figure: this CPU's readings, load, units (memory.estimate), said whole elsewhere
+    text = re.sub(r"; first step expected [^\n]*", "; first step expected <the planner's figure for this CPU>", text)
     return text
 
 
