@@ -457,7 +457,8 @@ def _the_reloads_estimate_is_its_work(reports: list, smoke_items: int) -> None:
     assert found, at[3][1]
     left, prompts, tokens, decode, save = (float(found[i]) for i in range(1, 6))
     assert (prompts, tokens) == (smoke_items, MAX_NEW), found[0]
-    assert 0 < decode <= at[2][0] - at[1][0] + 0.05 and decode + save <= at[3][0] - at[1][0] + 0.1, (at, found[0])
+    # the figures are said to 0.1 s: a quick machine decodes the tiny model's 4 goldens in under 0.05 s ("0.0 s")
+    assert 0 <= decode <= at[2][0] - at[1][0] + 0.05 and decode + save <= at[3][0] - at[1][0] + 0.1, (at, found[0])
     assert abs(left - (decode + save)) <= 0.6, found[0]  # the words round each figure
     # before the save: the decodes as timed, and the load still to be timed by the save
     assert f"as the checkpoint's took {found[4]} s, and a load of the files the save writes" in at[2][1], at[2][1]
