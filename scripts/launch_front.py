@@ -6,7 +6,7 @@ took 20 to 120 s on a busy machine, and OpenCode's MCP client gives `initialize`
 it starts the build in the background (`launch_server.py --prepare`, detached: a harness that ends its check ends
 the launcher's process tree, and the build goes on), and answers from this standard-library front what the server
 would answer the same way on every machine: `initialize` (for each protocol version the server was asked), `ping`,
-and the lists (`tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`, `skills/list`), from
+an error to `server/discover` (the protocol's signal to fall back to `initialize`), and the lists (`tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`, `skills/list`), from
 `first_answers.json`, the server's own answers written by `--write` (scripts/dump_doors.py --write and --check
 run it too; tests/test_tool_registry.py runs the check). Anything else (a tool call) waits for the build; then
 the server starts, is given the harness's own `initialize` (its answer kept from the harness: the front gave it)
@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ANSWERS = Path(__file__).with_name("first_answers.json")
 LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list", "skills/list")
 REPLAY_ID = "llm-finetuning-launcher-initialize"
+METHOD_NOT_FOUND = -32601
 UNKNOWN_VERSION = "0000-00-00"  # asked at --write: the server's answer to a version it does not know
 
 
@@ -56,6 +57,15 @@ def answer(answers: dict, message: dict) -> dict | None:
         result = by_version.get(str(params.get("protocolVersion")), by_version[UNKNOWN_VERSION])
     elif method == "ping":
         result = {"result": {}}
+    elif method == "server/discover":
+        # Copilot CLI opens with server/discover (2026-07-28) and, held unanswered, falls back to initialize only
+        # after about 10 s, on every first start. An error is the fallback signal the protocol gives a client (the
+        # MCP SDK's own client falls back on any error): the front is a handshake-era server until the build ends,
+        # so the harness's initialize comes at once and the server is later given that initialize, as every other
+        # first start.
+        return {"jsonrpc": "2.0", "id": message["id"], "error": {
+            "code": METHOD_NOT_FOUND, "message": "llm-finetuning: the server's environment is still being built "
+            "(its first start): server/discover is answered from the next start on; use initialize"}}
     elif method in LISTS and not params.get("cursor"):
         if method == "tools/list" and os.environ.get("LLM_FINETUNING_READ_ONLY"):
             return None  # read-only lists fewer tools: the server's to say

@@ -833,3 +833,38 @@ def test_the_first_check_connects_while_the_environment_still_builds(plugin_copy
     (venv,) = [p.parent for p in cache.glob(f"server-*/{launcher['MARKER']}")]
     assert launcher["is_ready"](venv), venv
     print(f"{harness}: first check connected in {took:.1f} s with the build held")
+
+
+@pytest.mark.slow
+def test_the_first_start_answers_discover_at_once_so_copilot_falls_back(plugin_copy, tmp_path):
+    """Issue 49 (walk 12's harness check): Copilot CLI opens with `server/discover`; the first start's front held it
+    until the environment was built, and Copilot fell back to `initialize` only after its 10 s timeout, on every
+    first start (14.6 s to Connected where a ready start took 7.4 s). The front now answers it at once with the
+    error that tells a client to fall back (the MCP SDK's client falls back on any error), and answers the
+    initialize that follows, all while the build is held."""
+    import select
+
+    t = Trial(tmp_path)
+    release = gated_build(t)
+    launcher = subprocess.Popen(["python3", str(plugin_copy / "scripts" / "launch_server.py")], cwd=t.project,
+                                env=t.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def ask(request: dict) -> dict:
+        launcher.stdin.write(json.dumps({"jsonrpc": "2.0", **request}).encode() + b"\n")
+        launcher.stdin.flush()
+        assert select.select([launcher.stdout], [], [], 60)[0], f"no answer to {request['method']} within 60 s"
+        return json.loads(launcher.stdout.readline())
+
+    try:
+        discover = ask({"id": 1, "method": "server/discover", "params": {
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+        assert discover["id"] == 1 and discover["error"]["code"] == -32601, discover
+        assert "initialize" in discover["error"]["message"], discover
+        initialized = ask({"id": 2, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        assert initialized["id"] == 2 and initialized["result"]["protocolVersion"] == "2025-11-25", initialized
+        assert not release.exists()  # both came from the front, with the build still held
+    finally:
+        release.touch()
+        launcher.stdin.close()
+        launcher.wait(timeout=180)
