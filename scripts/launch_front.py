@@ -6,7 +6,8 @@ took 20 to 120 s on a busy machine, and OpenCode's MCP client gives `initialize`
 it starts the build in the background (`launch_server.py --prepare`, detached: a harness that ends its check ends
 the launcher's process tree, and the build goes on), and answers from this standard-library front what the server
 would answer the same way on every machine: `initialize` (for each protocol version the server was asked), `ping`,
-an error to `server/discover` (the protocol's signal to fall back to `initialize`), and the lists (`tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`, `skills/list`), from
+an error to `server/discover` (the protocol's signal to fall back to `initialize`), and the lists (`tools/list`,
+`prompts/list`, `resources/list`, `resources/templates/list`, `skills/list`), from
 `first_answers.json`, the server's own answers written by `--write` (scripts/dump_doors.py --write and --check
 run it too; tests/test_tool_registry.py runs the check). Anything else (a tool call) waits for the build; then
 the server starts, is given the harness's own `initialize` (its answer kept from the harness: the front gave it)
