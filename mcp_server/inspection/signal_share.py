@@ -10,6 +10,7 @@ trained nothing), at record_inspection_verdict (a pass) and launch_training, wit
 
 from __future__ import annotations
 
+from mcp_server.config import FIELD
 from mcp_server.runs import Run
 from mcp_server.userfiles import read_json_if_present
 
@@ -36,7 +37,7 @@ def review_signal_warning(result: dict) -> str | None:
     causes = []
     cut, limit = result.get("truncated") or 0, (result.get("lengths") or {}).get("max_new_tokens")
     if n and mostly_without_signal(cut / n):
-        at = f"max_completion_length={limit}" if limit else "max_completion_length"
+        at = f"{FIELD.max_completion_length}={limit}" if limit else FIELD.max_completion_length
         causes.append(f"{cut} of {n} reviewed completions were cut at {at} before they ended: an answer after the "
                       "cut is never paid, so a group of cut replies scores alike (raise max_completion_length from "
                       "the review's length advice, then sample and inspect again)")
