@@ -2293,6 +2293,110 @@ MUTATIONS: tuple[Mutation, ...] = (
       "        if isinstance(item.message, types.JSONRPCResponse):\n",
       "after a request answered with an error (an unknown method), the end of input never ends the server, and the "
       "same id sent again is refused as still in flight"),
+    # ------------------------------------------------------------------ m15: a fifteenth blind audit (issue 48)
+    # Written from the product code alone (/tmp/m15, base 95dbbae), 20 mutations over the four contracts issue 48's
+    # done-when names (gate, sandbox, runs, diagnosis inputs): 19/20 caught. The survivor (the later of two lines of
+    # the same highest step: a resume re-logs its step) is killed since by
+    # tests/test_unsigned_text_never_outranks.py's re-logged row, applied by hand and seen to fail.
+    M("m15-gate-pass-half-disagree", "gate", "mcp_server/inspection/gate.py",
+      "    if disagree and disagree >= agree:\n",
+      "    if disagree and disagree > agree:\n",
+      "record_inspection_verdict accepts a pass that disagrees with exactly half the reviewed scores (2 of 4), "
+      "where it refused it as a fail"),
+    M("m15-gate-resume-unpinned", "gate", "mcp_server/config/fields.py",
+      '    "saving": ("output_dir", "save_steps",',
+      '    "saving": ("output_dir", "resume_from_checkpoint", "save_steps",',
+      "resume_from_checkpoint set in train/config.yaml after the verdict (other weights train) leaves the gate "
+      "open: the verdict no longer pins it"),
+    M("m15-gate-data-dir-shallow", "gate", "mcp_server/inspection/pins.py",
+      '        files = sorted(p for p in path.rglob("*") if p.is_file())\n'
+      '        return {"source": str(path.resolve()), "split": split,',
+      '        files = sorted(p for p in path.glob("*") if p.is_file())\n'
+      '        return {"source": str(path.resolve()), "split": split,',
+      "a data directory's files in subfolders (data/train/part-0.jsonl) are not pinned: editing them after the "
+      "verdict leaves the gate open"),
+    M("m15-gate-weights-any-list", "gate", "mcp_server/inspection/gate.py",
+      "    if configured is None or (isinstance(configured, list) and [float(w) if isinstance(w, (int, float)) else w\n"
+      "                                                                 for w in configured] == reviewed):\n",
+      "    if configured is None or isinstance(configured, list):\n",
+      "train/config.yaml's reward_weights that differ from train/rewards.json's (what the review scored with) no "
+      "longer close the gate nor refuse a verdict"),
+    M("m15-gate-sample-columns-unchecked", "gate", "mcp_server/inspection/trained.py",
+      '        if row is None or prompt_differs or _canonical(columns) != _canonical(sample.get("columns")):\n',
+      "        if row is None or prompt_differs:\n",
+      "the trainer's point-of-use check accepts reviewed samples whose columns (the answer the reward checks) are "
+      "not their row's in the data that trains"),
+    M("m15-sandbox-skipped-case-counts", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "        return SKIPPED if result.skipped else None\n",
+      "        return None\n",
+      "a unittest.TestCase whose every test is skipped counts as tests run: the completion scores as passing "
+      "although no test ran"),
+    M("m15-sandbox-async-test-runs", "sandbox", "mcp_server/rewards/harness_tests.py",
+      "NEVER_RAN = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)\n",
+      "NEVER_RAN = (types.GeneratorType, types.AsyncGeneratorType)\n",
+      "an `async def test_...` (its body never runs) counts as a passed test: every completion passes such tests"),
+    M("m15-sandbox-fsize-kib", "sandbox", "mcp_server/rewards/sandbox.py",
+      '"fsize": limits.max_file_mb * 1024 * 1024,',
+      '"fsize": limits.max_file_mb * 1024,',
+      "the file-size limit is max_file_mb KiB, not MiB: an honest solution writing a 1 MB file fails (File too "
+      "large) under the default 16 MB limit"),
+    M("m15-sandbox-output-per-chunk", "sandbox", "mcp_server/rewards/sandbox.py",
+      "            size += len(chunk)\n",
+      "            size = len(chunk)\n",
+      "the output cap compares each read's size, not the total: a solution printing megabytes in small writes is "
+      "no flood and can pass (its output read whole into memory)"),
+    M("m15-sandbox-nofile-wrong-limit", "sandbox", "mcp_server/rewards/harness_wire.py",
+      '("RLIMIT_NOFILE", limits["nofile"])',
+      '("RLIMIT_NOFILE", limits["nproc"])',
+      "the open-files limit is the process limit (10), not max_open_files (64): a solution that opens 5 files "
+      "fails with Too many open files"),
+    M("m15-runs-checkpoint-text-order", "runs", "mcp_server/training/runrecord.py",
+      "            found.append((int(suffix), path))\n",
+      "            found.append((suffix, path))\n",
+      "with checkpoint-9 and checkpoint-10 the latest is checkpoint-9: status lists it last, resume and stop name "
+      "it as the latest"),
+    M("m15-runs-guard-resume-at-failure", "runs", "mcp_server/training/resume_patch.py",
+      '    before = [p for p in done if int(p.name.split("-")[-1]) < stopped["step"]]\n',
+      '    before = [p for p in done if int(p.name.split("-")[-1]) <= stopped["step"]]\n',
+      "after a guard stop at step N, a patched resume_training resumes from checkpoint-N, the save that holds the "
+      "failure, not the one before it"),
+    M("m15-runs-stop-reads-running", "runs", "mcp_server/training/launchers/local/process_state.py",
+      '        state = "stopping" if stop_requested else "running" if begun else "starting"\n',
+      '        state = "running" if begun else "stopping" if stop_requested else "starting"\n',
+      "a training run asked to stop reads 'running' (not 'stopping') in training_status and list_runs until it "
+      "ends"),
+    M("m15-runs-crash-after-save-succeeded", "runs", "mcp_server/training/launchers/local/process_state.py",
+      "    if exit_code not in (None, 0):\n        return \"failed\", note  # it saved the model",
+      "    if exit_code is not None and exit_code < 0:\n        return \"failed\", note  # it saved the model",
+      "a run that saved its final model and then exited with code 1 reads 'succeeded' (promotable), not failed"),
+    M("m15-runs-relogged-step-first-wins", "runs", "mcp_server/training/runrecord.py",
+      "    return max(enumerate(lines), key=lambda item: (_line_step(item[1]), item[0]))[1]\n",
+      "    return max(enumerate(lines), key=lambda item: _line_step(item[1]))[1]\n",
+      "a step logged twice (a resume re-logging it) shows the first attempt's line as the latest in training_status"),
+    M("m15-diagnosis-resume-not-restart", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '    rows = rows_from_records(records, path, restarts=kind == "progress_jsonl")\n',
+      '    rows = rows_from_records(records, path, restarts=kind == "jsonl")\n',
+      "a resumed run's progress.jsonl keeps what the abandoned attempt logged after the resume point (its NaN "
+      "steps become findings of the run)"),
+    M("m15-diagnosis-steps-unsorted", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      "    return [rows[s] for s in sorted(rows)]\n",
+      "    return list(rows.values())\n",
+      "an export whose rows are out of step order is read in file order: first/last, trends and evidence steps "
+      "are wrong"),
+    M("m15-diagnosis-null-reward-not-lost", "diagnosis", "mcp_server/diagnosis/signal.py",
+      '    return "reward" in row and (reward is None or not math.isfinite(reward))\n',
+      '    return reward is not None and not math.isfinite(reward)\n',
+      "a run whose reward is logged null at every step (no reward scored anything) gets no signal_lost finding"),
+    M("m15-diagnosis-printed-inf-dropped", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      'PRINTED_NONFINITE = {"nan": math.nan, "inf": math.inf}\n',
+      'PRINTED_NONFINITE = {"nan": math.nan}\n',
+      "a stdout log printing a bare `inf` (loss or grad_norm) loses that line: the overflow is never read, no "
+      "divergence finding"),
+    M("m15-diagnosis-zeros-dropped", "diagnosis", "mcp_server/diagnosis/metrics.py",
+      '        return [(r["step"], r[name]) for r in self.rows if r.get(name) is not None]\n',
+      '        return [(r["step"], r[name]) for r in self.rows if r.get(name)]\n',
+      "metrics logged as 0 (reward 0, grad_norm 0, frac_reward_zero_std 0) vanish from every series the rules "
+      "read: zero-reward runs and zero-gradient steps are misjudged"),
 
 
 )

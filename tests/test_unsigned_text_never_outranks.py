@@ -66,3 +66,21 @@ def test_a_signed_progress_line_moved_last_does_not_set_the_step_shown(tmp_path,
     proc, runs = run_cli_json("list-runs", cwd=tmp_path, env=env)
     row = next(r for r in runs["runs"] if r["run_dir"].endswith(run_dir.name))
     assert row["step"] == 4, row
+
+
+def test_a_step_logged_again_by_a_resume_shows_the_later_line(tmp_path, monkeypatch):
+    """m15's survivor (issue 48): a resume re-logs the step it resumed from, so the highest step can appear twice;
+    status must show the later line (the resumed attempt's loss and reward), not the replaced attempt's."""
+    from support import append_signed
+
+    from mcp_server.runs import Run
+
+    run_dir = _cell(tmp_path, monkeypatch, "succeeded", lineage("succeeded"))
+    progress = Run(run_dir).progress
+    last = json.loads(progress.read_text().splitlines()[-1])
+    assert last["step"] == 4 and last["loss"] != 0.777, last
+    append_signed(progress, {**last, "loss": 0.777, "time": last["time"] + 1.0})  # the resumed attempt's step 4
+    proc, status = run_cli_json("training-status", str(run_dir), cwd=tmp_path,
+                                env={"LLM_FINETUNING_WORKSPACE": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-600:]
+    assert status["step"] == 4 and status["latest"]["loss"] == 0.777, status["latest"]
