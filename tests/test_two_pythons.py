@@ -100,7 +100,12 @@ def test_first_start_from_a_plugin_copy_answers_and_leaves_the_copy_clean(tmp_pa
 
     tools = mcp_session(env, project, calls, launcher=copy / "scripts" / "launch_server.py")
     assert {"validate_grpo_config", "emit_grpo_config", "sample_completions", "prepare_environment"} <= tools
-    built = list((tmp_path / "cache" / "llm-finetuning").glob("server-*"))
+    # The front answered the whole session (the MCP client's server/discover too: refused at once, so it fell back
+    # to initialize), so the build may still be going on in its own session: it ends by itself.
+    cache, deadline = tmp_path / "cache" / "llm-finetuning", time.monotonic() + 600
+    while time.monotonic() < deadline and not list(cache.glob("server-*/.llm-finetuning-ready")):
+        time.sleep(0.5)
+    built = list(cache.glob("server-*"))
     venvs = [p for p in built if p.is_dir()]
     assert len(venvs) == 1 and (venvs[0] / ".llm-finetuning-ready").is_file(), built
     # Lock and logs beside the environment (the build's, and the first start's: it built in the background while
