@@ -120,7 +120,12 @@ def foreign(venv: Path) -> bool:
 
 def use_as_it_is(venv: Path) -> None:
     """The person's own environment (foreign): the launcher never installs into it, removes or marks it. It serves
-    from it as it is when its Python has the package's dependencies; otherwise it exits saying so."""
+    from it as it is when its Python has the package's dependencies (or a launcher marked it ready with this
+    fingerprint: no check then, which would cost a start of its Python); otherwise it exits saying so."""
+    marker = venv / MARKER
+    if venv_python(venv).exists() and marker.is_file() and not marker.is_symlink() and (
+            marker.read_text(errors="replace").strip() == fingerprint()):
+        return
     names = sorted(os.listdir(venv)) if venv.is_dir() and not venv.is_symlink() else []
     held = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
     check = ("import importlib.metadata as m, re, sys\nmissing = []\nfor r in sys.argv[1:]:\n"
