@@ -18,7 +18,9 @@ marker holding the fingerprint) and exec at once.
 stdout belongs to the MCP protocol: nothing here writes to it, and installer output goes to stderr.
 
 Environment variables:
-  LLM_FINETUNING_VENV     where the server's environment lives (default: <user cache>/llm-finetuning/server-<key>)
+  LLM_FINETUNING_VENV     where the server's environment lives (default: <user cache>/llm-finetuning/server-<key>):
+                          a new or empty folder it builds in, one it built (OWNED in it), or the person's own
+                          environment with the package's dependencies, used as it is and never written into
   LLM_FINETUNING_LAUNCH_DRY_RUN=1   print the plan to stderr and exit without installing or serving
   LLM_FINETUNING_LAUNCH_FRONT=0     a first start builds, then serves (by default it answers the harness at once
                                     from scripts/launch_front.py while the environment builds in the background)
@@ -38,6 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = ".llm-finetuning-ready"
+OWNED = ".llm-finetuning-server-env"  # written first into a folder the launcher builds in: the build is its own
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # never via a link
 
 
 def say(message: str) -> None:
@@ -79,7 +83,70 @@ def venv_python(venv: Path) -> Path:
 
 def is_ready(venv: Path) -> bool:
     marker = venv / MARKER
-    return venv_python(venv).exists() and marker.exists() and marker.read_text().strip() == fingerprint()
+    return (venv_python(venv).exists() and marker.is_file() and not marker.is_symlink() and not foreign(venv)
+            and marker.read_text().strip() == fingerprint())
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write `text` as a new file at `path`: whatever had its name (a link planted there) is removed, never
+    written through."""
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, _NEW_FILE | os.O_EXCL, 0o644), "w", encoding="utf-8") as out:
+        out.write(text)
+
+
+def links_out(venv: Path) -> list[str]:
+    """Links inside the environment that lead out of it, other than its interpreter's (bin/python*): an install
+    over it would write through them."""
+    found = []
+    for top, dirs, files in os.walk(venv):
+        for name in dirs + files:
+            path = Path(top) / name
+            if path.is_symlink() and not path.resolve().is_relative_to(venv.resolve()) and not (
+                    path.parent == venv_python(venv).parent and name.lower().startswith("python")):
+                found.append(str(path.relative_to(venv)))
+    return found
+
+
+def foreign(venv: Path) -> bool:
+    """LLM_FINETUNING_VENV names something the launcher did not build and may not build in: neither new, nor an
+    empty folder, nor one holding its OWNED marker (a plain file). Its default place is its own."""
+    if not os.environ.get("LLM_FINETUNING_VENV") or not os.path.lexists(venv):
+        return False
+    if venv.is_symlink() or not venv.is_dir():
+        return True
+    return bool(os.listdir(venv)) and not ((venv / OWNED).is_file() and not (venv / OWNED).is_symlink())
+
+
+def use_as_it_is(venv: Path) -> None:
+    """The person's own environment (foreign): the launcher never installs into it, removes or marks it. It serves
+    from it as it is when its Python has the package's dependencies (or a launcher marked it ready with this
+    fingerprint: no check then, which would cost a start of its Python); otherwise it exits saying so."""
+    marker = venv / MARKER
+    if venv_python(venv).exists() and marker.is_file() and not marker.is_symlink() and (
+            marker.read_text(errors="replace").strip() == fingerprint()):
+        return
+    names = sorted(os.listdir(venv)) if venv.is_dir() and not venv.is_symlink() else []
+    held = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    check = ("import importlib.metadata as m, re, sys\nmissing = []\nfor r in sys.argv[1:]:\n"
+             "    name = re.match(r'[A-Za-z0-9._-]+', r).group()\n    try:\n        m.version(name)\n"
+             "    except m.PackageNotFoundError:\n        missing.append(r)\nprint(' '.join(missing))\n")
+    try:
+        proc = subprocess.run([str(venv_python(venv)), "-c", check, *requirements()], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+        problem = proc.stdout.strip() and f"it lacks {proc.stdout.strip()}" if proc.returncode == 0 else (
+            f"its Python failed: {(proc.stderr.strip().splitlines() or ['exit ' + str(proc.returncode)])[-1]}")
+    except (OSError, subprocess.SubprocessError) as exc:
+        problem = f"it has no Python the launcher can run ({venv_python(venv)}: {exc})"
+    if not problem:
+        return
+    yours = (f"install the package's dependencies into that environment yourself ({' '.join(requirements())}), or "
+             if "pyvenv.cfg" in names else "")
+    say(f"LLM_FINETUNING_VENV is {venv}, which this launcher did not build (it holds "
+        f"{held or 'nothing: it is no folder'}; no {OWNED}), and {problem}. The launcher builds only in a new or empty "
+        f"folder, or one it built, and never installs into, removes or marks another: {yours}set "
+        "LLM_FINETUNING_VENV to a new folder, or unset it.")
+    sys.exit(1)
 
 
 def _pip_can_target(python: str) -> bool:
@@ -101,7 +168,7 @@ def install_plans(venv: Path) -> list[list[list[str]]]:
     plans = []
     uv = shutil.which("uv")
     if uv:
-        plans.append([[uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+        plans.append([[uv, "venv", "--quiet", "--allow-existing", "--python", sys.executable, str(venv)],
                       [uv, "pip", "install", "--quiet", "--python", py, *reqs]])
     # --no-compile: bytecode is written on first import instead (halves the install time).
     quiet = ["--quiet", "--no-compile", "--disable-pip-version-check"]
@@ -116,7 +183,7 @@ def install_plans(venv: Path) -> list[list[list[str]]]:
 def _resumable(venv: Path) -> bool:
     """An interrupted start (a harness that gave up and killed it) left an environment with its Python: the next
     start finishes that one (the install skips what is already there) instead of beginning again from nothing."""
-    return venv_python(venv).exists() and not is_ready(venv)
+    return venv_python(venv).exists() and not is_ready(venv) and not foreign(venv) and not links_out(venv)
 
 
 def _run_plan(plan: list[list[str]], venv: Path, out, resume: bool = False) -> int:
@@ -125,8 +192,14 @@ def _run_plan(plan: list[list[str]], venv: Path, out, resume: bool = False) -> i
     if resume:
         say(f"resuming the environment an interrupted start left in {venv}")
         plan = plan[1:]  # the venv is there: only the install
-    elif venv.exists():  # a half-built environment a resume could not finish, or a failed way
-        shutil.rmtree(venv)
+    else:  # from nothing, in a folder marked as the launcher's own before anything else is written into it
+        if foreign(venv):
+            use_as_it_is(venv)
+            raise SystemExit(f"llm-finetuning: {venv} is not the launcher's to build in")
+        if os.path.lexists(venv):  # its own half-built environment a resume could not finish, or a failed way
+            shutil.rmtree(venv)  # a link inside is removed, never followed
+        venv.mkdir(parents=True)
+        write_file(venv / OWNED, "built by llm-finetuning's scripts/launch_server.py\n")
     for cmd in plan:
         say("running: " + " ".join(cmd))
         out.write("$ " + " ".join(cmd) + "\n")
@@ -156,7 +229,7 @@ def prepare(venv: Path) -> None:
         return
     venv.parent.mkdir(parents=True, exist_ok=True)
     log = venv.parent / f"{venv.name}.install.log"
-    with open(log, "w", encoding="utf-8") as out:
+    with os.fdopen(os.open(log, _NEW_FILE | os.O_TRUNC, 0o644), "w", encoding="utf-8") as out:
         for number, plan in enumerate(plans, 1):
             code = _run_plan(plan, venv, out, resume=True) if _resumable(venv) else 1
             if code != 0:
@@ -172,13 +245,15 @@ def prepare(venv: Path) -> None:
                 "LLM_FINETUNING_VENV to an environment with this package's dependencies, then restart.")
             sys.exit(code)
     compile_bytecode(venv)
-    (venv / MARKER).write_text(fingerprint() + "\n")
+    write_file(venv / MARKER, fingerprint() + "\n")
     say("server environment ready.")
 
 
 def pycache(venv: Path) -> Path:
-    """Where the server's bytecode lives (PYTHONPYCACHEPREFIX, set by server_env when the person has none)."""
-    return Path(os.environ.get("PYTHONPYCACHEPREFIX") or venv / "pycache")
+    """Where the server's bytecode lives (PYTHONPYCACHEPREFIX, set by server_env when the person has none): in the
+    environment the launcher built, in its cache directory beside a person's own (never written into)."""
+    own = venv / "pycache" if not foreign(venv) else cache_dir() / "pycache"
+    return Path(os.environ.get("PYTHONPYCACHEPREFIX") or own)
 
 
 def compile_bytecode(venv: Path) -> None:
@@ -216,7 +291,7 @@ def _lock(venv: Path):
     except ImportError:  # Windows: no advisory lock; first starts rarely race there
         return None
     venv.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(venv.parent / f"{venv.name}.lock", "w")
+    handle = os.fdopen(os.open(venv.parent / f"{venv.name}.lock", _NEW_FILE, 0o644), "w")
     fcntl.flock(handle, fcntl.LOCK_EX)
     return handle
 
@@ -243,7 +318,7 @@ def server_env(venv: Path) -> dict:
     if not env.get("PYTHONPYCACHEPREFIX"):
         # Bytecode goes beside the environment, not into the plugin folder (and is kept: later starts are fast).
         # The training interpreter's processes drop this again (mcp_server.interpreter.training_env).
-        env["PYTHONPYCACHEPREFIX"] = env["LLM_FINETUNING_SERVER_PYCACHE"] = str(venv / "pycache")
+        env["PYTHONPYCACHEPREFIX"] = env["LLM_FINETUNING_SERVER_PYCACHE"] = str(pycache(venv))
     if not env.get("LLM_FINETUNING_WORKSPACE") and Path.cwd().resolve() == ROOT:
         project = project_dir()
         if project:
@@ -295,19 +370,25 @@ def first_start_front(venv: Path, python: str):
 
 def main() -> None:
     venv = venv_dir()
+    own = not foreign(venv)
+    if not own:  # the person's own environment: served from as it is (or refused), never built in
+        use_as_it_is(venv)
     if sys.argv[1:2] == ["--prepare"]:
-        ensure(venv)
+        if own:
+            ensure(venv)
         say(f"server environment ready in {venv}")
         return
     python = str(venv_python(venv))
-    if not is_ready(venv) and not os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
+    if own and not is_ready(venv) and not os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
         front = first_start_front(venv, python)
         if front is not None:
             sys.exit(front.run())
-    ensure(venv)
+    if own:
+        ensure(venv)
     if os.environ.get("LLM_FINETUNING_LAUNCH_DRY_RUN"):
-        if is_ready(venv):
-            say(f"environment ready in {venv}; would exec: {python} -m mcp_server")
+        if not own or is_ready(venv):
+            say(f"environment ready in {venv}{'' if own else ' (yours, used as it is)'}; would exec: {python} -m "
+                "mcp_server")
         return
     refresh_package_bytecode(venv)
     args = [python, "-m", "mcp_server", *sys.argv[1:]]

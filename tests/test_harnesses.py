@@ -271,6 +271,9 @@ def test_a_first_start_killed_mid_build_is_finished_by_the_next_start(tmp_path):
     start finishes the half-built environment: only the install runs (uv here: a stand-in that records its
     commands), and what the killed start had installed stays."""
     venv = tmp_path / "venv"
+    launcher = runpy.run_path(str(LAUNCHER))
+    venv.mkdir()
+    (venv / launcher["OWNED"]).write_text("built by llm-finetuning\n")  # the killed start marked it first
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     installed = venv / "installed-by-the-killed-start.txt"
     installed.write_text("kept\n")
@@ -283,7 +286,6 @@ def test_a_first_start_killed_mid_build_is_finished_by_the_next_start(tmp_path):
         env={**os.environ, "LLM_FINETUNING_VENV": str(venv), "PATH": f"{uv.parent}{os.pathsep}{os.environ['PATH']}"})
     assert proc.returncode == 0 and "resuming" in proc.stderr, proc.stderr
     assert calls.read_text().splitlines() == ["pip install"] and installed.read_text() == "kept\n"
-    launcher = runpy.run_path(str(LAUNCHER))
     assert launcher["is_ready"](venv)
 
 

@@ -157,7 +157,7 @@ ROWS: dict[str, Row] = {
                         lambda a: ["diagnose-run", str(a.stopped), "--no-validate"], False),
     "check_environment": Row(lambda a: {"run": str(a.run)}, lambda a: ["check-environment", "--run", str(a.run)],
                              False),
-    # a folder that is no virtual environment: refused before a build starts
+    # a folder that is not empty and not one it built: refused before a build starts
     "prepare_environment": Row(lambda a: {"path": str(a.ws)}, lambda a: ["prepare-environment", "--path", str(a.ws)],
                                False),
     # refused by its inspection gate after importing the changed reward module: nothing starts

@@ -30,7 +30,8 @@ Strategy = Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"]
 class PrepareRequest(Request):
     path: PathText | None = Field(
         default=None,
-        description="Where to build the training environment (a virtual environment). Default: "
+        description="Where to build the training environment: a new or empty folder, or one this tool built "
+        "(rebuilt from nothing); any other folder, a virtual environment of your own included, is refused. Default: "
         "<user data dir>/llm-finetuning/training-venv (XDG_DATA_HOME, else ~/.local/share).",
     )
     torch_spec: Name | None = Field(

@@ -6,6 +6,11 @@ NVIDIA GPU, as the Makefile does), then the package's dependencies with its `tra
 as a detached process (`python -m mcp_server.training.prepare`), so the call returns at once and the build
 survives the server; it writes its progress to a log and its state to <data dir>/training-env.json, which
 mcp_server.interpreter reads: once ready, the server trains with it (LLM_FINETUNING_PYTHON still wins).
+
+It builds only in a new or empty folder, or in one it built itself (it holds MARKER, written before anything
+else): a person's own environment or any other folder is refused, never written into (issue 48, round 18 b04).
+A build starts from nothing: an earlier build of its own is removed first (never following a link inside), so
+no file or link left in the folder can carry a write outside it.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ from mcp_server.training.models import PrepareRequest, PrepareResult
 from mcp_server.training.processes import process_alive
 from mcp_server.workspace import atomic_write_json
 
+MARKER = ".llm-finetuning-training-env"  # written first into a folder prepare_environment builds in
 DEFAULT_TORCH_CPU_SPEC = "torch==2.13.0"  # the Makefile's TORCH_CPU_SPEC
 DEFAULT_TORCH_GPU_SPEC = "torch>=2.4"
 TAIL_LINES = 20
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # never via a link
 
 
 def _now() -> str:
@@ -41,6 +48,43 @@ def default_venv() -> Path:
 
 def _python_of(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _ours(venv: Path) -> bool:
+    """The folder is one prepare_environment built (its marker, a plain file, never a link), or its default
+    place in the per-user data directory."""
+    return venv == default_venv() or ((venv / MARKER).is_file() and not (venv / MARKER).is_symlink())
+
+
+def check_folder(venv: Path) -> None:
+    """Refuse a folder prepare_environment may not build in (UserInputError naming it, what it holds and what to
+    pass instead): anything but a new or empty folder, or one it built itself."""
+    if venv.is_symlink() or (venv.exists() and not venv.is_dir()):
+        raise UserInputError("path", f"{venv} is {'a link' if venv.is_symlink() else 'a file'}, not a folder: "
+                             "give a new or empty folder")
+    names = sorted(os.listdir(venv)) if venv.exists() else []
+    if not names or _ours(venv):
+        return
+    held = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    what = ("a virtual environment prepare_environment did not build" if "pyvenv.cfg" in names
+            else "a folder that is not empty")
+    use = (f", or, if it already has torch and TRL, set LLM_FINETUNING_PYTHON={_python_of(venv)} to train with it"
+           if "pyvenv.cfg" in names else "")
+    raise UserInputError("path", f"{venv} is {what} (it holds {held}): prepare_environment builds only in a new or "
+                         f"empty folder, or one it built itself (it holds {MARKER}), and writes into no other; pass "
+                         f"a new folder such as {venv.parent / (venv.name + '-training')}{use}")
+
+
+def fresh_folder(venv: Path) -> None:
+    """Start the build from nothing: an earlier build of ours is removed (a link inside is removed, never
+    followed), the folder made anew and the marker written into it before anything else."""
+    check_folder(venv)  # again: the folder may have changed since the call that started this build
+    if venv.exists():
+        shutil.rmtree(venv)
+    venv.mkdir(parents=True)
+    fd = os.open(venv / MARKER, _NEW_FILE | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(f"built by llm-finetuning prepare_environment, {_now()}\n")
 
 
 def package_requirements(extra: str = "train") -> list[str]:
@@ -161,15 +205,15 @@ def prepare_environment(request: PrepareRequest | None = None, report: Report = 
         return _result(state)
     if state and same_place and not request.restart:
         return _result(state)
-    if venv.exists() and not (venv / "pyvenv.cfg").is_file():
-        raise UserInputError("path", f"{venv} exists and is not a virtual environment: give an empty or new directory")
+    check_folder(venv)
 
     data_dir().mkdir(parents=True, exist_ok=True)
     log = data_dir() / "training-env.log"
     state = {"status": "running", "venv": str(venv), "python": str(_python_of(venv)), "log": str(log),
              "started_at": _now(), "request": request.model_dump()}
     atomic_write_json(state_path(), state)  # the build records its own pid (it may finish before we would)
-    with open(log, "w", encoding="utf-8") as out:
+    fd = os.open(log, _NEW_FILE | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(f"llm-finetuning prepare_environment started {state['started_at']}\n")
         out.flush()
         proc = subprocess.Popen(
@@ -188,6 +232,14 @@ def _build(state: dict) -> int:
     venv = Path(state["venv"])
     request = PrepareRequest.model_validate(state["request"])
     plan = build_plan(venv, request, has_nvidia_gpu())
+    try:
+        print(f"starting from an empty folder {venv} (marked {MARKER})", flush=True)
+        fresh_folder(venv)
+    except (OSError, UserInputError) as exc:
+        state.update(status="failed", finished_at=_now(), error=f"{venv}: {exc}")
+        print(state["error"], flush=True)
+        atomic_write_json(state_path(), state)
+        return 1
     for number, (what, cmd) in enumerate(plan, 1):
         print(f"[{number}/{len(plan)}] {what}\n$ {' '.join(cmd)}", flush=True)
         code = subprocess.run(cmd, stdin=subprocess.DEVNULL).returncode
