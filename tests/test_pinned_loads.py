@@ -111,3 +111,47 @@ def test_samples_for_review_are_the_pinned_models(workspace, tiny_model, monkeyp
     with pytest.raises(UserInputError, match=f"nothing was sampled.*model.safetensors: {MARKED}"):
         sample_completions(SampleRequest(run=str(run_dir), num_prompts=2, engine="transformers"))
     assert log and not (run_dir / "inspection" / "samples.jsonl").exists()
+
+
+SWAP_ENV = '''import os, shutil
+from pathlib import Path
+
+from mcp_server.agentic.tiny import VaultEnv
+
+MODEL, HOLD = Path({model!r}), Path({hold!r})
+if (HOLD / "go").exists() and not (HOLD / "done").exists():  # the rollout's trainer imports this before its load
+    (HOLD / "done").touch()
+    os.replace(MODEL / "model.safetensors", HOLD / "good.safetensors")
+    shutil.copyfile(HOLD / "evil.safetensors", MODEL / "model.safetensors")
+
+
+class Env(VaultEnv):
+    def reset(self, **row):
+        if (HOLD / "good.safetensors").exists():  # the first rollout, after the load: the pinned weights back
+            os.replace(HOLD / "good.safetensors", MODEL / "model.safetensors")
+        return super().reset(**row)
+'''
+
+
+@pytest.mark.slow  # the rollout runs in the keyless worker
+def test_an_agentic_runs_samples_are_the_pinned_models(workspace, monkeypatch):
+    """b06 through TRL's tool loop: the environment module (imported by the run's trainer before it loads the model)
+    renames other weights over the pinned model and its first reset puts them back, so the load, and only the load,
+    reads them: sample_completions holds the trainer's models to the pin it records, refused with no samples."""
+    from conftest import ANY_TEXT_REWARDS
+    from mcp_server.agentic.tiny import ensure_agentic_model
+    from mcp_server.inspection.models import SampleRequest
+    from mcp_server.inspection.sampling import sample_completions
+    from test_agentic import emit
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.chdir(workspace)
+    model, hold = Path(shutil.copytree(ensure_agentic_model(), workspace / "model")), workspace / "hold"
+    hold.mkdir()
+    (hold / "evil.safetensors").write_bytes(_evil_weights(model / "model.safetensors"))
+    (workspace / "swap_env.py").write_text(SWAP_ENV.format(model=str(model), hold=str(hold)))
+    run_dir = Path(emit(workspace, model, environment="swap_env:Env", rewards=ANY_TEXT_REWARDS).run_dir)
+    (hold / "go").touch()
+    with pytest.raises(UserInputError, match="nothing was sampled.*changed while it loaded"):
+        sample_completions(SampleRequest(run=str(run_dir), num_prompts=2))
+    assert (hold / "done").exists() and not (run_dir / "inspection" / "samples.jsonl").exists()
