@@ -18,7 +18,7 @@ from mcp_server.inspection.pins import model_content
 from mcp_server.evaluation.models import DriftResult, PromoteRequest
 from mcp_server.evaluation.drift_rule import judge_drift, judge_rerun
 from mcp_server.evaluation.tiny_suite import drift_suite_path
-from mcp_server.model_ref import load_model
+from mcp_server.inspection.pinned_load import load_pinned
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards.basic import DEFAULT_TAGS
 from mcp_server.rewards.spec import RewardSpec
@@ -115,7 +115,7 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
         raise UserInputError("model", f"the base model {base} is not now the content its baseline measured (files "
                              f"sha256 {str(content)[:12]}; now {str(now)[:12]}): its drift would be of another model. "
                              "Put its files back as they were, then promote again")
-    loaded = load_model(base_ref)
+    loaded = load_pinned(base_ref, pin, what="decoded")  # the content the record names (round 18, b05)
     record = {"model": base, "model_pin": pin, "suite": str(suite), "suite_sha256": sha256_file(suite),
               "items": len(rows), "max_new_tokens": max_new_tokens}
     first = _drift_passes(base_ref, loaded, rows[:DRIFT_FIRST_ITEMS], graders[:DRIFT_FIRST_ITEMS], max_new_tokens,
@@ -159,7 +159,7 @@ def check_drift(
         drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band in ("noise", "unmeasured"),
     )
     if band == "rerun":  # noise or real? sample both models under other seeds, item by item
-        base_loaded = load_model(base_ref)
+        base_loaded = load_pinned(base_ref, pin, what="decoded")
         base_passes, ckpt_passes = {}, {}
         for seed in request.rerun_seeds:
             base_passes[str(seed)] = _drift_passes(None, base_loaded, rows, graders, max_new_tokens,

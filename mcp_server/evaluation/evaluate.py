@@ -24,6 +24,7 @@ from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, Evaluatio
 from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_grades, blind_pairs, same_score, stored_items
 from mcp_server.evaluation.tiny_suite import tiny_goldens_rows
 from mcp_server.config.grpo_fields import GRPOView
+from mcp_server.inspection.pinned_load import load_pinned
 from mcp_server.inspection.pins import model_content, model_pin
 from mcp_server.inspection.sampling_plan import model_size, sampling_plan
 from mcp_server.runs import resolve_run
@@ -329,6 +330,8 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     report(0, len(rows), f"evaluating {request.model} on {len(rows)} goldens, max_new_tokens {budget} ({source}); "
                          f"plan: {plan['text']}")
     read, code = reads.Reads(), {}  # the files the graders open: part of a baseline's identity (rewards.reads)
+    if loaded is None and pin is not None:  # what is measured is the content the baseline records (round 18, b05)
+        loaded = load_pinned(model_ref, pin, what="measured or filed")
     items = evaluate_rows(
         model_ref, rows, request.graders, request.max_new_tokens, request.batch_size, request.seed,
         loaded=loaded, report=report, read=read, code=code,

@@ -2,11 +2,11 @@
 
 Sampling uses the settings training will use (model, data, num_generations, temperature, top_p, top_k,
 max_completion_length, generation_kwargs from the run's train/config.yaml, else the installed TRL's GRPOConfig
-defaults), so what a person reads is what GRPO sees. A run with its train/train.py is read through that script's
-own loader (inspection.training_inputs: its rows, its prompt column, TRL's resolved settings, the model resolved
-in the run directory), and samples.meta.json's "trained" records what that loader read, for the verdict to pin
-and the trainer to compare with its own.
-Generation: transformers `generate`, batched; vLLM when installed and a GPU is present.
+defaults), so what a person reads is what GRPO sees. A run with its train/train.py is read through that script's own
+loader (inspection.training_inputs: its rows, its prompt column, TRL's resolved settings, the model resolved in the
+run directory), and samples.meta.json's "trained" records what that loader read, for the verdict to pin and the
+trainer to compare with its own. Generation: transformers `generate`, batched, of the model pinned_load checked in
+memory against the pin recorded; vLLM when installed and a GPU is present.
 
 samples.meta.json records what was sampled and how it differs from the run's config ("differs_from_config"):
 only samples drawn as training would draw them (the configured model, data, prompt column and sampling
@@ -40,7 +40,8 @@ from mcp_server.inspection.training_inputs import (load_training_inputs, loadabl
 from mcp_server.config.fields import engine_name, fields_in, sampler
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.generation import generate_completions, generate_vllm, plain_prompts_warning, render_prompt
-from mcp_server.model_ref import BUILT_IN, load_model, release_gpu, resolve_loadable, shown_name
+from mcp_server.inspection.pinned_load import load_pinned, pinned_tokenizer
+from mcp_server.model_ref import BUILT_IN, release_gpu, resolve_loadable, shown_name
 from mcp_server.recipe.recorded import read_recorded
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
@@ -296,12 +297,12 @@ def _prompt_lengths(tokenizer, rows: list[dict], column: str, conversational: bo
 
 
 def _generate_transformers(
-    model_ref, texts: list[str], settings: dict, batch_size: int, report: Report = silent, progress=None,
+    loaded: list, texts: list[str], settings: dict, batch_size: int, report: Report = silent, progress=None,
     on_batch=None, kept=None,
 ) -> list[list[dict]]:
     """Per prompt, `n` dicts {text, ids, finish_reason}, about `batch_size` sequences per generate call;
     `progress` (a sampling_plan.Progress) follows each call token by token, `on_batch` gets each call's groups."""
-    model, tokenizer = load_model(model_ref, **settings.get("load_kwargs", {}))  # the trainer's subfolder etc.
+    model, tokenizer = loaded.pop()
     progress and progress.loaded()  # the plan's figures are decoding's: from here
     n = settings["n"]
     sampling = settings["temperature"] > 0
@@ -343,10 +344,10 @@ def sample_completions(request: SampleRequest, report: Report = silent) -> Sampl
 
 
 def _generate(engine: str, model_ref, texts, settings: dict, batch_size, report: Report, progress, keep,
-              kept=None) -> list:
+              kept=None, loaded=None) -> list:
     """Each prompt's group of completions, from the engine chosen (`kept`: a stopped pass's, continued)."""
     if engine != "vllm":
-        return _generate_transformers(model_ref, texts, settings, batch_size, report, progress, keep, kept)
+        return _generate_transformers(loaded, texts, settings, batch_size, report, progress, keep, kept)
     if settings.get("load_kwargs"):
         raise UserInputError("engine", f"model_init_kwargs {settings['load_kwargs']} choose which of the model's "
                              "files the trainer loads, and vLLM cannot load them that way: sample with engine "
@@ -380,9 +381,9 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
                          _threads(), *model_size(model_ref))
     report(0, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)"
                  + _too_few_note(k, settings["n"], len(rows)))
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    pin, loads = compared["used"]["model"], settings.get("load_kwargs")  # what samples is the pin's: round 18, b06
+    loaded = [] if engine == "vllm" else [load_pinned(model_ref, pin, loads, "sampled")]  # popped where it samples
+    tokenizer = loaded[0][1] if loaded else pinned_tokenizer(model_ref, pin, loads)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
     warnings = _plain_prompts_warnings(tokenizer, conversational, model_ref)
     for warning in warnings:
@@ -393,7 +394,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     kept = continued(partial, asked, settings["n"], engine, report, k)  # a stopped pass of this request, or None
     keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational, asked, kept)
     started = time.perf_counter()
-    groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep, kept)
+    groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep, kept, loaded)
     seconds = time.perf_counter() - started
     report(k, k, finished_line(plan, progress, seconds))
 
@@ -412,8 +413,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
         # and its samples hash no longer matches, so the gate says the samples changed
         clear_review(run)  # only what inspect_rewards wrote (inspection.files)
     return SampleResult(
-        run_dir=str(run.dir),
-        samples_path=str(path),
+        run_dir=str(run.dir), samples_path=str(path),
         samples_sha256=meta["samples_sha256"],
         num_samples=len(records),
         num_prompts=k,

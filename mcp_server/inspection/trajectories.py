@@ -53,6 +53,23 @@ def _build_trainer(run: Run, output_dir: str):
         raise UserInputError("run", one_line(str(exc.code))) from None
 
 
+def _held_to(trainer, run: Run, pin: dict) -> None:
+    """The trainer's models are the files `pin` hashed (round 18, b06): the trainer's own check after its load
+    (loaded_weights.loaded_weight_problems, which sampling() leaves off), refused naming what changed."""
+    from mcp_server.inspection.loaded_weights import loaded_weight_problems
+    from mcp_server.inspection.pinned_load import pinned_folder
+    from mcp_server.inspection.pins import model_content
+
+    local = run.dir / str(pin.get("model"))
+    folder = pinned_folder(local if local.is_dir() else pin.get("model"), pin)
+    models = [m for m in (getattr(trainer, "model", None), getattr(trainer, "ref_model", None)) if m is not None]
+    problems = loaded_weight_problems(models, folder, model_content(pin), pin.get("loads")) if folder else []
+    if problems:
+        raise UserInputError("model", f"{folder} changed while the run's trainer loaded it: not the model its pin "
+                             f"recorded, so nothing was sampled: {'; '.join(problems[:4])}. Put its files back as "
+                             "they were, then sample again")
+
+
 def _segments(ids: list[int], mask: list[int]) -> tuple[list[list[int]], list[list[int]]]:
     """(runs of ids the loss sees, runs it masks), each in order."""
     seen, masked, last = [], [], None
@@ -127,8 +144,9 @@ def _rollout(trainer, inputs: list[dict], row_of: list[int]) -> tuple[dict, dict
     return output, seen
 
 
-def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> dict:
-    """One batch of the run's training through TRL's loop: its records, codes and what TRL logged."""
+def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent, pin: dict | None = None) -> dict:
+    """One batch of the run's training through TRL's loop: its records, codes and what TRL logged. `pin`: the
+    model pin the samples record (sample_completions'), which the trainer's models are held to once loaded."""
     from transformers import set_seed
 
     from mcp_server.inspection.trajectory_probes import probe_environments
@@ -136,6 +154,8 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
     report(0, 3, "building the run's trainer (train/train.py)")
     with tempfile.TemporaryDirectory(prefix="trajectories-") as scratch:
         trainer = _build_trainer(run, scratch)
+        if pin is not None:
+            _held_to(trainer, run, pin)
         dataset = trainer.train_dataset
         k = min(num_prompts, len(dataset))
         picks = sorted(random.Random(seed).sample(range(len(dataset)), k))
@@ -170,18 +190,19 @@ def rollout(run: Run, num_prompts: int, seed: int, report: Report = silent) -> d
             "dataset_rows": len(dataset)}
 
 
-def rollout_here(run_dir: str, num_prompts: int, seed: int, path: list[str] = (), report: Report = silent) -> dict:
+def rollout_here(run_dir: str, num_prompts: int, seed: int, path: list[str] = (), pin: dict | None = None,
+                 report: Report = silent) -> dict:
     """rollout in the keyless worker (worker_targets.ROLLOUT): the run's train.py, its environment and rewards run
     there, apart from the key that signs samples.meta.json (worker_keyless), imported from the caller's folders
     (`path`) too; its codes as plain data."""
     with on_path(list(path)):
-        batch = rollout(Run(Path(run_dir)), num_prompts, seed, report)
+        batch = rollout(Run(Path(run_dir)), num_prompts, seed, report, pin)
     return {**batch, "codes": [code.model_dump() for code in batch["codes"]]}
 
 
-def rollout_apart(run: Run, num_prompts: int, seed: int, report: Report = silent) -> dict:
-    """rollout_here's batch, from the keyless worker, in one round trip."""
-    batch = keyless(ROLLOUT, str(run.dir), num_prompts, seed, looked_in(), report=report)
+def rollout_apart(run: Run, num_prompts: int, seed: int, report: Report = silent, pin: dict | None = None) -> dict:
+    """rollout_here's batch, from the keyless worker, in one round trip (`pin`: rollout's)."""
+    batch = keyless(ROLLOUT, str(run.dir), num_prompts, seed, looked_in(), pin, report=report)
     return {**batch, "codes": [TrajectoryCode.model_validate(code) for code in batch["codes"]]}
 
 

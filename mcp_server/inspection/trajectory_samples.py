@@ -48,11 +48,12 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
                                        f"leave {', '.join(given)} empty, or change train/config.yaml")
     started = time.perf_counter()
     num_prompts = request.num_prompts or RATE_PROMPTS
-    batch = rollout_apart(run, num_prompts, request.seed, report)  # the run's code apart from the key
-    write_trajectories(run, batch, request.seed)
-    records, group, config = batch["records"], batch["group"], run.read_config()
     with tempfile.TemporaryDirectory(prefix="datasets-") as cache:  # what train/train.py's loader reads
         trained = load_training_inputs(run, cache)["fingerprint"]
+    # the run's code apart from the key; its models held to the pin recorded, once loaded (round 18, b06)
+    batch = rollout_apart(run, num_prompts, request.seed, report, trained["model"])
+    write_trajectories(run, batch, request.seed)
+    records, group, config = batch["records"], batch["group"], run.read_config()
     path = atomic_write_text(run.samples, "\n".join(_sample_lines(records, group)) + "\n")
     digest = sha256_file(path)
     limit = GRPOView(config).max_completion_length  # what the rollout used: TRL's default when unset
