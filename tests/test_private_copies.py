@@ -113,6 +113,37 @@ def test_tokenizer_files_planted_in_every_private_folder_are_refused(tmp_path, t
     assert "special_tokens_map.json (not a verified file)" in err, err
 
 
+@pytest.mark.parametrize("change", ["a file planted, then removed", "a verified file rewritten, then put back"])
+def test_a_change_undone_before_the_verified_bytes_finish_loading_is_refused(tmp_path, tiny_model, monkeypatch,
+                                                                            capsys, change):
+    """The racer changes the folder the verified bytes load from (held_load's) while they load, and undoes it
+    before the load returns: the tree looks untouched after; the watch saw it."""
+    from transformers import AutoProcessor
+
+    _verified(tmp_path, tiny_model, monkeypatch)
+    real, seen = AutoProcessor.from_pretrained, []
+
+    def from_pretrained(folder, *args, **kwargs):
+        if not str(folder).startswith("/proc/self/fd/") and "llm-finetuning-held-" not in str(folder):
+            return real(folder, *args, **kwargs)
+        seen.append(folder)
+        target = Path(folder) / ("special_tokens_map.json" if change.startswith("a file") else "chat_template.jinja")
+        before = target.read_bytes() if target.exists() else None
+        target.unlink(missing_ok=True)
+        target.write_bytes(b'{"eos_token": "<|endoftext|>"}' if before is None else INJECTED.encode())
+        try:
+            return real(folder, *args, **kwargs)
+        finally:
+            target.unlink()
+            if before is not None:
+                target.write_bytes(before)
+    monkeypatch.setattr(AutoProcessor, "from_pretrained", from_pretrained)
+    with pytest.raises(InputsChanged) as refused:
+        _processing_class()
+    err = capsys.readouterr().err
+    assert seen and refused.value.code == 3 and "changed while it loaded" in err, err
+
+
 def test_the_unplanted_copy_loads_the_verified_tokenizer(tmp_path, tiny_model, monkeypatch):
     _verified(tmp_path, tiny_model, monkeypatch)
     loaded = _processing_class()
@@ -178,7 +209,8 @@ def test_a_link_planted_in_the_reviewed_code_staging_is_never_written_through(tm
     module = f"r18rew{abs(hash(str(tmp_path)))}"
     code = tmp_path / "code"
     code.mkdir()
-    (code / f"{module}.py").write_text("def nonempty_reward(completions, **kw):\n    return [1.0 for c in completions]\n")
+    (code / f"{module}.py").write_text("def nonempty_reward(completions, **kw):\n"
+                                       "    return [1.0 for c in completions]\n")
     monkeypatch.syspath_prepend(str(code))
     run = Run(tmp_path / "run")
     (run.dir / "inspection").mkdir(parents=True)
@@ -191,7 +223,7 @@ def test_a_link_planted_in_the_reviewed_code_staging_is_never_written_through(tm
     assert "planted" in str(refused.value), refused.value
 
 
-# ---------------------------------------------------------------- the trainer's model: an adapter planted while it loads
+# ---------------------------------------------------------------- the trainer's model: an adapter planted as it loads
 def test_an_adapter_planted_in_the_model_folder_while_the_trainer_loads_is_refused(tmp_path, tiny_model,
                                                                                  monkeypatch, capsys):
     """adapter_config.json planted in the verified model folder while the model loads (from_pretrained loads it as

@@ -166,7 +166,7 @@ def _loaded_tensors(model) -> tuple[dict, str]:
     found = {}
     for name, tensor in named.items():
         parts = name.split(".")
-        if any(p.startswith("lora_") or p == "modules_to_save" for p in parts):
+        if any(p.startswith(ADAPTER_PARTS) for p in parts):
             continue
         found.setdefault(".".join(p for p in parts if p not in ("base_layer", "original_module")), tensor)
     prefix = getattr(model, "base_model_prefix", "") or ""
@@ -399,7 +399,9 @@ def saved_weight_problems(model, folder: str | Path, saved: dict[str, str]) -> l
     return problems + _uncovered(state)
 
 
-ADAPTER_PARTS = ("lora_", "modules_to_save", "base_layer", "original_module", "lokr_", "hada_", "ia3_", "vera_")
+# The name segments of a PEFT adapter's own tensors (its base's, under `base_layer`/`original_module`, compare).
+ADAPTER_PARTS = ("lora_", "modules_to_save", "lokr_", "hada_", "ia3_", "vera_", "oft_", "boft_", "token_adapter",
+                 "trainable_tokens_")
 
 
 def extra_modules(model, own_adapter: bool = False) -> list[str]:
@@ -413,7 +415,7 @@ def extra_modules(model, own_adapter: bool = False) -> list[str]:
     if own_adapter:
         return []
     names = [name for name, _ in model.named_parameters()
-             if any(part.startswith(ADAPTER_PARTS) for part in name.split("."))]
+             if any(part.startswith((*ADAPTER_PARTS, "base_layer", "original_module")) for part in name.split("."))]
     return [f"the loaded model holds modules no verified file made ({', '.join(names[:3])}"
             f"{f' and {len(names) - 3} more' if len(names) > 3 else ''}: a PEFT adapter loaded with it)"] \
         if names or hasattr(model, "peft_config") else []
@@ -421,9 +423,10 @@ def extra_modules(model, own_adapter: bool = False) -> list[str]:
 
 def _uncovered(state: list) -> list[str]:
     """Parameters and persistent buffers of the loaded model no file tensor was compared with (a tied one is
-    compared through the tensor it shares)."""
+    compared through the tensor it shares; integer ones, quantized or counters, left out)."""
     seen = {id(state[0][name]) for name in state[5]}
-    left = [name for name, tensor in state[0].items() if name not in state[5] and id(tensor) not in seen]
+    left = [name for name, tensor in state[0].items() if name not in state[5] and id(tensor) not in seen
+            and tensor.is_floating_point() and getattr(tensor, "quant_state", None) is None]
     return [f"{len(left)} tensors of the loaded model are in no verified file ({', '.join(left[:3])}): not what "
             "was verified"] if left and state[4] else []
 

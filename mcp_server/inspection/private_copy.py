@@ -117,9 +117,9 @@ class _Watch:
             return
         if self.fd < 0:
             return
-        for name in ["", *names]:
-            path = f"{base}/{name}" if name else base
-            if libc.inotify_add_watch(self.fd, path.encode(), _CHANGES | _DONT_FOLLOW) < 0:
+        for name in ["", *names]:  # the folder itself through its /proc/self/fd link (followed), the rest not
+            path, follow = (f"{base}/{name}", _DONT_FOLLOW) if name else (base, 0)
+            if libc.inotify_add_watch(self.fd, path.encode(), _CHANGES | follow) < 0:
                 self.close()
                 raise PlantedFile(f"{name or 'the folder'} of the private copy could not be watched")
 
