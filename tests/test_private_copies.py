@@ -244,3 +244,30 @@ def test_an_adapter_planted_in_the_model_folder_while_the_trainer_loads_is_refus
         confirm_loaded_model(SimpleNamespace(model=model, ref_model=None))
     err = capsys.readouterr().err
     assert refused.value.code == 3 and "adapter loaded with it" in err, err
+
+
+def test_an_adapter_config_rewritten_in_the_checkpoint_copy_is_refused(tmp_path, tiny_model, monkeypatch):
+    """A LoRA checkpoint: its adapter_config.json rewritten in the private copy as the load starts (lora_alpha
+    four times over: the same tensors, another model); the adapter's config as loaded is compared with the checked
+    bytes."""
+    from peft import AutoPeftModelForCausalLM
+
+    from mcp_server.evaluation.checked_load import hashed_load
+
+    ckpt = _adapter(tiny_model, tiny_model, tmp_path / "checkpoint")
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(tiny_model / name, ckpt / name)
+    real, rewritten = AutoPeftModelForCausalLM.from_pretrained, []
+
+    def from_pretrained(folder, *args, **kwargs):
+        config = Path(folder) / "adapter_config.json"
+        if Path(str(folder)).name.startswith("llm-finetuning-checkpoint-") and not rewritten:
+            data = json.loads(config.read_text())
+            config.unlink()
+            config.write_text(json.dumps({**data, "lora_alpha": data["lora_alpha"] * 4}))
+            rewritten.append(folder)
+        return real(folder, *args, **kwargs)
+    monkeypatch.setattr(AutoPeftModelForCausalLM, "from_pretrained", from_pretrained)
+    with pytest.raises(UserInputError) as refused:
+        hashed_load(ckpt)
+    assert rewritten and "adapter_config.json" in str(refused.value) and "lora_alpha" in str(refused.value)

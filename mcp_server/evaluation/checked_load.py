@@ -14,6 +14,7 @@ before an adapter is merged, and the tokenizer with one loaded from the checked 
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -33,7 +34,7 @@ def load_checked(ckpt: Path, files: dict[str, str]):
         problem = verified_copy(ckpt, files, None, private, held)
         model, tokenizer = (None, None) if problem else load_model(private, merge=False)
         problems = [problem] if problem else saved_weight_problems(model, ckpt, files)
-        problems = problems or _tokenizer_problems(tokenizer, held)
+        problems = problems or _adapter_config_problems(model, held) or _tokenizer_problems(tokenizer, held)
     finally:
         shutil.rmtree(private, ignore_errors=True)
     if problems:
@@ -41,6 +42,23 @@ def load_checked(ckpt: Path, files: dict[str, str]):
                              + "; ".join(problems[:4]) + ". Restore it as saved, then try again")
     merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
     return merged.eval(), tokenizer
+
+
+def _adapter_config_problems(model, held: dict[str, bytes]) -> list[str]:
+    """The adapter's config as loaded against the checked adapter_config.json's bytes, field by field (one
+    rewritten in the private copy while it loaded: other target modules, modules_to_save, another base)."""
+    config = (getattr(model, "peft_config", None) or {}).get("default")
+    if config is None or "adapter_config.json" not in held:
+        return []
+
+    def plain(value) -> str:
+        value = sorted(value) if isinstance(value, (set, frozenset, list)) and all(
+            isinstance(v, str) for v in value) else value
+        return json.dumps(value, sort_keys=True, default=str)
+    verified, loaded = json.loads(held["adapter_config.json"]), config.to_dict()
+    differ = [k for k in verified if k != "inference_mode" and plain(loaded.get(k)) != plain(verified[k])]
+    return [f"adapter_config.json: the loaded adapter's {', '.join(differ[:6])} differ from the checked file's "
+            "(changed in its private copy while it loaded)"] if differ else []
 
 
 def _tokenizer_problems(tokenizer, held: dict[str, bytes]) -> list[str]:
