@@ -27,6 +27,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import struct
@@ -232,7 +233,8 @@ _PATH_KWARGS = frozenset({"name_or_path", "vocab_file", "merges_file", "tokenize
 
 
 def _text(value) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
+    """JSON of `value`; an object JSON has no form for by its str, less any memory address (the same in any load)."""
+    return json.dumps(value, sort_keys=True, default=lambda o: re.sub(r" at 0x[0-9a-fA-F]+", "", str(o)))
 
 
 def tokenizer_state(loaded) -> dict[str, str]:
