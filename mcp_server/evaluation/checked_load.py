@@ -5,13 +5,16 @@ Both hash the checkpoint (workspace.tree_files: each file's sha256; the promotio
 digest) and load it seconds later, by path: a weight file renamed over it between the two and put back after the
 load was judged or exported under the hash of the file put back. `load_checked` loads from a private copy of the
 checkpoint's non-weight files checked against those hashes (config, tokenizer, chat template, adapter config;
-loaded_weights.verified_copy, its weight files linked), then reads each weight file once, hashes it and compares
-every tensor with the loaded one (loaded_weights.saved_weight_problems) before an adapter is merged. A mismatch is
-refused naming the file, before anything is written.
+loaded_weights.verified_copy, its weight files linked, each file created there: a planted one is refused), then
+reads each weight file once, hashes it and compares every tensor with the loaded one (loaded_weights.
+saved_weight_problems: every loaded tensor, no module no file made, such as a PEFT adapter planted in the copy)
+before an adapter is merged, and the tokenizer with one loaded from the checked bytes held in memory
+(private_copy.held_load). A mismatch is refused naming the file, before anything is written.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,11 +29,12 @@ def load_checked(ckpt: Path, files: dict[str, str]):
     UserInputError (field "checkpoint") naming the file that changed."""
     from mcp_server.inspection.loaded_weights import saved_weight_problems, verified_copy
 
-    private = tempfile.mkdtemp(prefix="llm-finetuning-checkpoint-")
+    private, held = tempfile.mkdtemp(prefix="llm-finetuning-checkpoint-"), {}
     try:
-        problem = verified_copy(ckpt, files, None, private)
+        problem = verified_copy(ckpt, files, None, private, held)
         model, tokenizer = (None, None) if problem else load_model(private, merge=False)
         problems = [problem] if problem else saved_weight_problems(model, ckpt, files)
+        problems = problems or _adapter_config_problems(model, held) or _tokenizer_problems(tokenizer, held)
     finally:
         shutil.rmtree(private, ignore_errors=True)
     if problems:
@@ -38,6 +42,36 @@ def load_checked(ckpt: Path, files: dict[str, str]):
                              + "; ".join(problems[:4]) + ". Restore it as saved, then try again")
     merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
     return merged.eval(), tokenizer
+
+
+def _adapter_config_problems(model, held: dict[str, bytes]) -> list[str]:
+    """The adapter's config as loaded against the checked adapter_config.json's bytes, field by field (one
+    rewritten in the private copy while it loaded: other target modules, modules_to_save, another base)."""
+    config = (getattr(model, "peft_config", None) or {}).get("default")
+    if config is None or "adapter_config.json" not in held:
+        return []
+
+    def plain(value) -> str:
+        value = sorted(value) if isinstance(value, (set, frozenset, list)) and all(
+            isinstance(v, str) for v in value) else value
+        return json.dumps(value, sort_keys=True, default=str)
+    verified, loaded = json.loads(held["adapter_config.json"]), config.to_dict()
+    differ = [k for k in verified if k != "inference_mode" and plain(loaded.get(k)) != plain(verified[k])]
+    return [f"adapter_config.json: the loaded adapter's {', '.join(differ[:6])} differ from the checked file's "
+            "(changed in its private copy while it loaded)"] if differ else []
+
+
+def _tokenizer_problems(tokenizer, held: dict[str, bytes]) -> list[str]:
+    """The tokenizer as loaded against one loaded from the checked bytes held in memory (private_copy.held_load):
+    a chat template or special tokens map planted in the private copy while it loaded is named (round 18)."""
+    from transformers import AutoTokenizer
+
+    from mcp_server.inspection.private_copy import PlantedFile, held_load, tokenizer_problems
+
+    try:
+        return tokenizer_problems(tokenizer, held_load(held, AutoTokenizer.from_pretrained))
+    except PlantedFile as exc:
+        return [str(exc)]
 
 
 def hashed_load(ckpt: Path) -> tuple[str, tuple]:

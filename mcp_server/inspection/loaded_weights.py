@@ -26,11 +26,10 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import struct
-import tempfile
 from pathlib import Path
 
+from mcp_server.inspection.private_copy import PlantedFile, held_load, write_private
 from mcp_server.workspace import WHOLE_FILE_BYTES, large_file_pin
 
 _DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
@@ -161,11 +160,13 @@ def _loaded_tensors(model) -> tuple[dict, str]:
     if hasattr(model, "get_base_model"):
         model = model.get_base_model()
     named = dict(model.named_parameters(remove_duplicate=False))
-    named.update(model.named_buffers(remove_duplicate=False))
+    named.update((name, buffer) for name, buffer in model.named_buffers(remove_duplicate=False)
+                 if name.rpartition(".")[2] not in model.get_submodule(name.rpartition(".")[0])
+                 ._non_persistent_buffers_set)  # never in a file: derived from the config (compared apart)
     found = {}
     for name, tensor in named.items():
         parts = name.split(".")
-        if any(p.startswith("lora_") or p == "modules_to_save" for p in parts):
+        if any(p.startswith(ADAPTER_PARTS) for p in parts):
             continue
         found.setdefault(".".join(p for p in parts if p not in ("base_layer", "original_module")), tensor)
     prefix = getattr(model, "base_model_prefix", "") or ""
@@ -202,22 +203,25 @@ def _gathered(param):
     return param.detach()
 
 
-def _find(loaded: dict, prefix: str, name: str):
+def _find(loaded: dict, prefix: str, name: str) -> str | None:
     for candidate in (name, f"{prefix}.{name}" if prefix else name,
                       name[len(prefix) + 1:] if prefix and name.startswith(prefix + ".") else name):
         if candidate in loaded:
-            return loaded[candidate]
+            return candidate
     return None
 
 
 def _compare_file(relative: str, handle: _Opened, states: list) -> None:
-    """Each tensor of one weight file against each model's (`states`: [loaded, prefix, dtype, differ, compared])."""
+    """Each tensor of one weight file against each model's (`states`: [loaded, prefix, dtype, differ, compared,
+    the loaded names compared])."""
     for name, tensor in _tensors(handle):
         for state in states:
-            target = _find(state[0], state[1], name)
-            if target is None:
+            key = _find(state[0], state[1], name)
+            if key is None:
                 continue  # not loaded (transformers ignores it): nothing in memory came from it
             state[4] += 1
+            state[5].add(key)
+            target = state[0][key]
             if not _same(tensor, target, state[2]):
                 state[3].append(f"{relative}: {name}")
     if not handle.unchanged():
@@ -248,12 +252,13 @@ def own_memory(model) -> int:
     return copied
 
 
-def _read_folder(folder: Path, models: list, loads: dict | None,
-                 copy_to: Path | None = None) -> tuple[str, list[str], list]:
+def _read_folder(folder: Path, models: list, loads: dict | None, copy_to: Path | None = None,
+                 held: dict | None = None) -> tuple[str, list[str], list]:
     """(the folder's files digest as pins.model_pin takes it, the weight files, each model's comparison state):
     every file opened once; a weight file's tensors compared from that descriptor (a small file: from the bytes
     hashed), then closed: one file's bytes and one tensor in memory at a time. `copy_to`: every file but the
-    weights also written there, from the bytes that read pinned (verified_copy)."""
+    weights also written there (private_copy.write_private), from the bytes that read pinned (verified_copy), and
+    kept in `held` ({relative: bytes})."""
     paths = {str(p.relative_to(folder)): p for p in folder.rglob("*") if p.is_file()}
     pins, opened = {}, {}
 
@@ -262,13 +267,13 @@ def _read_folder(folder: Path, models: list, loads: dict | None,
         return opened[name].data or b"{}"
 
     files = weight_files(set(paths), read_index, loads)
-    states = [[*_loaded_tensors(m), getattr(m, "dtype", None), [], 0] for m in models]
+    states = [[*_loaded_tensors(m), getattr(m, "dtype", None), [], 0, set()] for m in models]
     for relative in sorted(paths):
         handle = opened.pop(relative, None) or _Opened(paths[relative])
         try:
             pins[relative] = handle.pin()
-            if copy_to is not None and relative not in files and not relative.endswith(WEIGHT_SUFFIXES):
-                _copy_out(handle, copy_to / relative)
+            if (copy_to or held) is not None and relative not in files and not relative.endswith(WEIGHT_SUFFIXES):
+                _copy_out(handle, copy_to, relative, held)
             if relative in files and states:
                 try:
                     _compare_file(relative, handle, states)
@@ -287,29 +292,36 @@ def _read_folder(folder: Path, models: list, loads: dict | None,
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".gguf", ".onnx", ".ckpt")
 
 
-def _copy_out(handle: _Opened, target: Path) -> None:
-    """One file's bytes, as read from its open descriptor, written to `target` (a large file: refused when it was
-    written in place while read)."""
+def _copy_out(handle: _Opened, into: Path | None, relative: str, held: dict | None) -> None:
+    """One file's bytes, as read from its open descriptor, written at `relative` in `into` (a large file: refused
+    when it was written in place while read), created there (write_private: a planted file or link refused)."""
     data = handle.data if handle.data is not None else bytes(handle.read(0, handle.stat.st_size))
     if not handle.unchanged():
         raise ValueError(f"{handle.path.name} was written while it was read")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
+    if into is not None:
+        write_private(into, relative, data)
+    if held is not None:
+        held[relative] = data
 
 
 def verified_copy(folder: str | Path, files_sha256: str | dict | None, loads: dict | None,
-                  into: str | Path) -> str | None:
+                  into: str | Path, held: dict | None = None) -> str | None:
     """Write every file of `folder` but its weights (tokenizer, chat template, processor, config and generation
     config files) into `into`, a private folder, from ONE read of each whose folder pin is `files_sha256` (round
     10, G1): a tokenizer loaded from `into` is the verified bytes, whatever is renamed over the folder's files
     while it loads. `files_sha256` a dict ({relative: sha256}, a save's files): each file it lists checked by its
     own sha256, and its weight files linked (`into` then loads as the model; saved_weight_problems checks what
-    loaded from them). Returns why not (a pin differs, a file could not be read), None when `into` holds them."""
+    loaded from them). Each file is created in `into` (private_copy.write_private: one planted there first is
+    refused, never written through) and its bytes kept in `held` ({relative: bytes}: what the load is compared
+    with after, private_copy.held_load). Returns why not (a pin differs, a file could not be read or was planted),
+    None when `into` holds them."""
     folder = Path(folder)
-    if isinstance(files_sha256, dict):
-        return _copy_listed(folder, files_sha256, Path(into))
     try:
-        digest, _, _ = _read_folder(folder, [], loads, copy_to=Path(into))
+        if isinstance(files_sha256, dict):
+            return _copy_listed(folder, files_sha256, Path(into), held)
+        digest, _, _ = _read_folder(folder, [], loads, copy_to=Path(into), held=held)
+    except PlantedFile as exc:
+        return str(exc)
     except (OSError, ValueError, KeyError) as exc:
         return f"the model's files could not be read ({type(exc).__name__}: {exc})"
     if files_sha256 != digest:
@@ -318,13 +330,11 @@ def verified_copy(folder: str | Path, files_sha256: str | dict | None, loads: di
     return None
 
 
-def _copy_listed(folder: Path, listed: dict[str, str], into: Path) -> str | None:
+def _copy_listed(folder: Path, listed: dict[str, str], into: Path, held: dict | None) -> str | None:
     """verified_copy of the files `listed` by sha256 (a file not listed is left out: nothing loads it)."""
     for relative, sha in sorted(listed.items()):
-        target = into / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
         if relative.endswith(WEIGHT_SUFFIXES):
-            os.symlink(folder / relative, target)
+            write_private(into, relative, link=str(folder / relative))
             continue
         try:
             handle = _Opened(folder / relative)
@@ -334,7 +344,9 @@ def _copy_listed(folder: Path, listed: dict[str, str], into: Path) -> str | None
             data = handle.data if handle.data is not None else bytes(handle.read(0, handle.stat.st_size))
             if hashlib.sha256(data).hexdigest() != sha or not handle.unchanged():
                 return f"{relative} is not the file checked (sha256 {sha[:12]}): it changed since"
-            target.write_bytes(data)
+            write_private(into, relative, data)
+            if held is not None:
+                held[relative] = data
         finally:
             handle.close()
     return None
@@ -362,7 +374,8 @@ def saved_weight_problems(model, folder: str | Path, saved: dict[str, str]) -> l
     files = adapter or weight_files(names, lambda name: (folder / name).read_bytes(), None)
     if not files:
         return [f"no weight file in {folder} to compare with what loaded"]
-    state, problems = [loaded, prefix, getattr(model, "dtype", None), [], 0], []
+    state, problems = [loaded, prefix, getattr(model, "dtype", None), [], 0, set()], []
+    problems += [] if adapter else extra_modules(model)
     for relative in files:
         try:
             handle = _Opened(folder / relative, hashing=True)
@@ -383,7 +396,39 @@ def saved_weight_problems(model, folder: str | Path, saved: dict[str, str]) -> l
                         f"{'; '.join(state[3][:4])}{more}")
     elif state[4] == 0:
         problems.append(f"no tensor of {', '.join(files)} is a tensor of the loaded model")
-    return problems
+    return problems + _uncovered(state)
+
+
+# The name segments of a PEFT adapter's own tensors (its base's, under `base_layer`/`original_module`, compare).
+ADAPTER_PARTS = ("lora_", "modules_to_save", "lokr_", "hada_", "ia3_", "vera_", "oft_", "boft_", "token_adapter",
+                 "trainable_tokens_")
+
+
+def extra_modules(model, own_adapter: bool = False) -> list[str]:
+    """Why `model` holds modules no checkpoint file of the model made (round 18: an adapter_config.json planted
+    where it loaded is loaded by from_pretrained as a PEFT adapter over it): an adapter transformers loaded itself
+    (`_hf_peft_config_loaded`), or (`own_adapter` False: no adapter was asked for) any PEFT layer, named."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if getattr(base, "_hf_peft_config_loaded", False):
+        return [f"the loaded model carries an adapter loaded with it ({', '.join(base.peft_config)}), which the "
+                "verified files do not hold (an adapter_config.json planted where it loaded)"]
+    if own_adapter:
+        return []
+    names = [name for name, _ in model.named_parameters()
+             if any(part.startswith((*ADAPTER_PARTS, "base_layer", "original_module")) for part in name.split("."))]
+    return [f"the loaded model holds modules no verified file made ({', '.join(names[:3])}"
+            f"{f' and {len(names) - 3} more' if len(names) > 3 else ''}: a PEFT adapter loaded with it)"] \
+        if names or hasattr(model, "peft_config") else []
+
+
+def _uncovered(state: list) -> list[str]:
+    """Parameters and persistent buffers of the loaded model no file tensor was compared with (a tied one is
+    compared through the tensor it shares; integer ones, quantized or counters, left out)."""
+    seen = {id(state[0][name]) for name in state[5]}
+    left = [name for name, tensor in state[0].items() if name not in state[5] and id(tensor) not in seen
+            and tensor.is_floating_point() and getattr(tensor, "quant_state", None) is None]
+    return [f"{len(left)} tensors of the loaded model are in no verified file ({', '.join(left[:3])}): not what "
+            "was verified"] if left and state[4] else []
 
 
 def loaded_weight_problems(models: list, folder: str | Path, files_sha256: str | None,
@@ -391,23 +436,19 @@ def loaded_weight_problems(models: list, folder: str | Path, files_sha256: str |
     """Why the models in memory are not the verified folder's weights (empty: they are), for the check's one
     refusal line: the models' CPU tensors copied out of any file mapping first (own_memory), then one read of the
     folder (_read_folder): its pin must be the verified one, and every weight tensor the loaded one."""
-    folder = Path(folder)
     for model in models:
         own_memory(model)
-    private = tempfile.mkdtemp(prefix="llm-finetuning-loaded-")
-    try:
-        return _problems(models, folder, files_sha256, loads, Path(private))
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
+    return _problems(models, Path(folder), files_sha256, loads)
 
 
-def _problems(models: list, folder: Path, files_sha256: str | None, loads: dict | None, private: Path) -> list[str]:
-    """loaded_weight_problems' read and judgement; the folder's non-weight files copied into `private` by the same
-    read, for the config comparison (loaded_config)."""
+def _problems(models: list, folder: Path, files_sha256: str | None, loads: dict | None) -> list[str]:
+    """loaded_weight_problems' read and judgement; the folder's non-weight files kept in memory by the same read,
+    for the config comparison (loaded_config, from a private_copy.held_load of those bytes)."""
     from mcp_server.inspection.loaded_config import loaded_config_problems
 
+    held: dict[str, bytes] = {}
     try:
-        digest, files, states = _read_folder(folder, models, loads, copy_to=private)
+        digest, files, states = _read_folder(folder, models, loads, held=held)
     except (OSError, ValueError, KeyError) as exc:
         return [f"the model's files could not be read again ({type(exc).__name__}: {exc})"]
     if digest != files_sha256:
@@ -416,12 +457,18 @@ def _problems(models: list, folder: Path, files_sha256: str | None, loads: dict 
     if not files:
         return [f"no weight file in {folder} the check can compare with what loaded (safetensors or "
                 "pytorch_model.bin, as transformers names them)"]
-    problems = []
-    for _, _, _, differ, compared in states:
+    problems = [p for model in models for p in extra_modules(model, own_adapter=True)]
+    for state in states:
+        differ, compared = state[3], state[4]
+        problems += _uncovered(state)
         if differ:
             more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
             problems.append("the weights in memory are not the verified files' (swapped while they loaded): "
                             f"{'; '.join(differ[:4])}{more}")
         elif compared == 0:
             problems.append(f"no tensor of {', '.join(files)} is a tensor of the loaded model")
-    return problems or loaded_config_problems(models, private, loads)
+    try:  # the config too (a tensor in no file: often a config loaded that unties or adds a layer)
+        return held_load(held, lambda private: loaded_config_problems(models, private, loads),
+                         prefix="llm-finetuning-loaded-") + problems
+    except PlantedFile as exc:
+        return [str(exc), *problems]

@@ -50,9 +50,11 @@ from pathlib import Path
 from mcp_server.inspection import replay, trainer_read
 from mcp_server.inspection.reward_copy import copy_changes  # by file (issue 48, round 15)
 from mcp_server.inspection.row_probes import DROPPED, data_updates, row_after_refilters
+from mcp_server.inspection.private_copy import PlantedFile, write_private
 from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.registry import reward_code_files
 from mcp_server.rewards.source_only import install_source_only
+from mcp_server.errors import UserInputError
 from mcp_server.runs import DYNAMIC_SAMPLING_FILE, Run, output_outside
 from mcp_server.userfiles import package_switches
 from mcp_server.workspace import WHOLE_FILE_BYTES, large_file_pin
@@ -421,9 +423,11 @@ def keep_reviewed_code(run: Run, rewards: list) -> list[str]:
     target = run.inside(run.reward_code)
     staging = Path(tempfile.mkdtemp(prefix=".reward_code-", dir=target.parent))
     try:
-        for relative, data in files.items():
-            (staging / relative).parent.mkdir(parents=True, exist_ok=True)
-            (staging / relative).write_bytes(data)
+        for relative, data in files.items():  # created there: a link planted in it is never written through
+            try:
+                write_private(staging, relative, data)
+            except PlantedFile as exc:
+                raise UserInputError("verdict", f"{exc}; nothing was recorded, record the verdict again") from exc
         old = target.with_name(staging.name + ".old")
         if target.exists():
             target.rename(old)

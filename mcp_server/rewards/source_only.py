@@ -122,20 +122,47 @@ def _extension_module(self, spec):
     linked = linked_user_libraries(data, self.path, is_user_file)
     if linked:
         raise ImportError(linked_refusal(spec.name, self.path, linked[0]), name=spec.name, path=self.path)
-    folder = tempfile.mkdtemp(prefix="llmft-ext-")
-    copy = os.path.join(folder, os.path.basename(self.path))
+    copy, done = _private_copy(data, os.path.basename(self.path))
     try:
-        with open(copy, "wb") as handle:
-            handle.write(data)
         ran(self.path, data, spec.name)
         private = importlib.machinery.ModuleSpec(spec.name, self, origin=copy)
         import _imp
 
         return _imp.create_dynamic(private)
     finally:
+        done()
+
+
+def _private_copy(data: bytes, name: str):
+    """(a path holding `data` that no process can change, what removes it): a sealed memfd read through
+    /proc/self/fd (Linux: no folder a racer can plant in or swap; round 18), else a file created in a fresh
+    folder (O_CREAT|O_EXCL|O_NOFOLLOW: a link planted there is never written through)."""
+    import fcntl
+
+    if hasattr(os, "memfd_create") and hasattr(fcntl, "F_ADD_SEALS") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
+                        fcntl.F_SEAL_SEAL)
+            sealed = os.fstat(fd).st_size == len(data)
+        except OSError:
+            sealed = False
+        if sealed:  # kept open: a number used again would name a library dlopen holds already (by its name)
+            return f"/proc/self/fd/{fd}", lambda: None
+        os.close(fd)
+    folder = tempfile.mkdtemp(prefix="llmft-ext-")
+    copy = os.path.join(folder, name)
+    with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o500), "wb") as handle:
+        handle.write(data)
+
+    def done() -> None:
         with contextlib.suppress(OSError):
             os.unlink(copy)
             os.rmdir(folder)
+    return copy, done
 
 
 def linked_refusal(name: str, path: str, link: tuple[str, str, str]) -> str:

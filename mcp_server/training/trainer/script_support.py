@@ -123,25 +123,39 @@ def verified_processing_class(training_args):
     """The processing class GRPOTrainer would load from the model folder (AutoProcessor, left truncation and
     padding), loaded instead from a private copy of the folder's tokenizer, chat template, processor and config
     files made from one read of each whose pin is the one the point-of-use check verified (round 10, G1: a
-    chat_template.jinja renamed in after the weights load and put back after the tokenizer read it trained unseen).
+    chat_template.jinja renamed in after the weights load and put back after the tokenizer read it trained unseen),
+    each file created there (round 18: a file or link planted in the copy is refused, never written through), and
+    its effective state after the load compared with a tokenizer loaded from the verified bytes held in memory
+    (private_copy.held_load: a file planted in the copy while it loaded is refused, naming what differs).
     None (TRL loads it, as before) when the check did not run or while sampling."""
     if not trained.VERIFIED or sampling_now():
         return None
     from transformers import AutoProcessor
 
     from mcp_server.inspection.loaded_weights import verified_copy
+    from mcp_server.inspection.private_copy import PlantedFile, held_load, tokenizer_problems
 
     pin = trained.VERIFIED["model"] or {}
     private = tempfile.mkdtemp(prefix="llm-finetuning-tokenizer-")
     # Kept until the process exits: a slow tokenizer reads its vocabulary file again when a checkpoint saves it.
     atexit.register(shutil.rmtree, private, ignore_errors=True)
-    problem = verified_copy(trained.VERIFIED["loads"], pin.get("files_sha256"), pin.get("loads"), private)
+    held: dict[str, bytes] = {}
+    problem = verified_copy(trained.VERIFIED["loads"], pin.get("files_sha256"), pin.get("loads"), private, held)
+
+    def load(folder):
+        return AutoProcessor.from_pretrained(folder, truncation_side="left", padding_side="left",
+                                             trust_remote_code=training_args.trust_remote_code)
+
+    loaded = None if problem else load(private)
+    try:
+        problem = problem or "; ".join(tokenizer_problems(loaded, held_load(held, load)))
+    except PlantedFile as exc:
+        problem = str(exc)
     if problem:
         print(f"llm-finetuning: refusing to train: {problem}. Put the model's files back, then launch again.",
               file=sys.stderr, flush=True)
         raise InputsChanged(3)
-    return AutoProcessor.from_pretrained(private, truncation_side="left", padding_side="left",
-                                         trust_remote_code=training_args.trust_remote_code)
+    return loaded
 
 
 def grpo_trainer(run_dir: Path, **kwargs):
