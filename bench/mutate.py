@@ -1408,8 +1408,9 @@ MUTATIONS: tuple[Mutation, ...] = (
       "GRPOTrainer loads the tokenizer from the model folder by path: a chat template renamed in after the weights "
       "loaded and put back after the tokenizer read it trains unreviewed"),
     M("r10-loaded-config-unchecked", "gate", "mcp_server/inspection/loaded_weights.py",
-      "    return problems or loaded_config_problems(models, private, loads)\n",
-      "    return problems\n",
+      "        return held_load(held, lambda private: loaded_config_problems(models, private, loads),\n"
+      "                         prefix=\"llm-finetuning-loaded-\") + problems\n",
+      "        return problems\n",
       "the config as loaded is not compared with the verified file: another epsilon, architecture class or end "
       "token swapped in during the load trains with the reviewed tensors"),
     M("r10-saved-weights-hash-unchecked", "gate", "mcp_server/inspection/loaded_weights.py",
