@@ -1,5 +1,6 @@
 """Waits for resume_training's re-filter to write RUN/data/refilter-*/kept.jsonl and at once replaces it (an atomic
-rename) with the same rows, every prompt no reviewed sample holds rewritten to one nobody reviewed. usage: kept_racer.py RUN LOG"""
+rename) with the same rows, every prompt no reviewed sample holds rewritten to one nobody reviewed.
+usage: kept_racer.py RUN LOG"""
 import glob, json, os, sys, time
 run, logp = sys.argv[1], sys.argv[2]
 log = open(logp, "a", buffering=1)

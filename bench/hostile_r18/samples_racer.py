@@ -20,7 +20,8 @@ while time.time() < end:
         rows = [json.loads(l) for l in open(path) if l.strip()]
         for r in rows:
             text = f"R18-HANDWRITTEN: the answer is {r.get('columns', {}).get('answer')}"
-            r["completion"] = [{"role": "assistant", "content": text}] if isinstance(r.get("completion"), list) else text
+            chat = isinstance(r.get("completion"), list)
+            r["completion"] = [{"role": "assistant", "content": text}] if chat else text
             r["truncated"], r["finish_reason"] = False, "stop"
         with open(path + ".r18", "w") as f:
             f.write("\n".join(json.dumps(r) for r in rows) + "\n")
