@@ -188,3 +188,32 @@ def test_the_baseline_ledger_signs_the_baseline_evaluate_model_wrote_and_a_repla
     ledger = json.loads((workspace / "eval" / "baselines.jsonl").read_text().splitlines()[-1])
     assert ledger["sha256"] == hashlib.sha256(struck[0]).hexdigest()  # what evaluate_model wrote, not the file
     assert "is not the baseline evaluate_model wrote" in baseline_unrecorded(Path(result.baseline_path))
+
+
+def test_the_verdict_pins_the_reward_code_it_copied_and_a_copy_replaced_after_is_not_the_code_reviewed(
+        tmp_path, monkeypatch):
+    import sys
+
+    from mcp_server.inspection.trained import keep_reviewed_code, unkept_reward_code
+    from mcp_server.runs import Run
+
+    source = b"def nonempty_reward(completions, **kw):\n    return [1.0 for c in completions]\n"
+    (tmp_path / "r18_reward.py").write_bytes(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [str(tmp_path), *sys.path])
+    run = Run(tmp_path / "runs" / "run")
+    (run.dir / "inspection").mkdir(parents=True)
+    rewards = [{"name": "r18_reward.nonempty_reward", "params": {}, "weight": 1.0}]
+    real = os.rename
+
+    def rename(src, dst, *args, **kwargs):  # a racer: the copy's module rewritten the moment it is in place
+        real(src, dst, *args, **kwargs)
+        if Path(dst).name == "reward_code":
+            (Path(dst) / "r18_reward.py").write_bytes(source.replace(b"1.0", b"5.0"))
+
+    shas: dict = {}
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "rename", rename)
+        assert keep_reviewed_code(run, rewards, shas) == ["r18_reward.py"]
+    assert shas == {"r18_reward.py": hashlib.sha256(source).hexdigest()}  # the bytes copied, not the copy read back
+    assert unkept_reward_code(run, rewards) == ["r18_reward.py"]  # and the replaced copy is not the code reviewed

@@ -31,7 +31,7 @@ from mcp_server.inspection.reward_probes import flagged_probes
 from mcp_server.inspection.loader_env import TRAINING_PATHS, interpreter_paths, loader_how
 from mcp_server.inspection.pins import (PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, python_how,
                                         run_pins)
-from mcp_server.inspection.reward_copy import REWARD_SHAS, copy_shas
+from mcp_server.inspection.reward_copy import REWARD_SHAS
 from mcp_server.inspection.sample_files import not_sampled, refuse_unsampled
 from mcp_server.inspection.trained import REWARD_FILES, keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reads, reward_code_sha256
@@ -222,8 +222,8 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     # where the trainer's packages may come from (trainer.verified_script.foreign_libraries, issue 48)
     record[TRAINING_PATHS] = interpreter_paths(pins.get("training_python"))
     # what the trainer imports (inspection.trained), and the list of it the trainer checks before it imports
-    record[REWARD_FILES] = keep_reviewed_code(run, result["rewards"])
-    record[REWARD_SHAS] = copy_shas(run, record[REWARD_FILES])  # each file by its bytes (the trainer names it)
+    record[REWARD_SHAS] = {}  # each file by the bytes copied, never read back (the trainer names it)
+    record[REWARD_FILES] = keep_reviewed_code(run, result["rewards"], record[REWARD_SHAS])
     path = atomic_write_json(run.inside(run.verdict), record)
     return VerdictResult(
         run_dir=str(run.dir), verdict_path=str(path), verdict=request.verdict, reviewer=request.reviewer,
