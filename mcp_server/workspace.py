@@ -220,7 +220,8 @@ def atomic_write_text(path: Path, text: str) -> Path:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    """Write to a temporary file beside `path`, then rename: readers never see half a file. The temporary file is
+    a fresh name (mkstemp: O_CREAT|O_EXCL|O_NOFOLLOW), never a file or link already there."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -232,6 +233,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def written_digest(path: Path, data: bytes | str) -> str:
+    """`data` written to `path` (atomic_write_bytes) and the sha256 of those bytes as produced in memory: what a
+    tool signs or pins of a file it writes, never the file read back (round 18: samples.jsonl, kept.jsonl replaced
+    between the write and a hash of the file had the signed record vouch for the replacement). A file that no
+    longer holds them is refused where it is next used, naming it."""
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    atomic_write_bytes(path, data)
+    return hashlib.sha256(data).hexdigest()
 
 
 def refuse_foreign(field: str, files: dict, tool: str) -> None:
@@ -319,8 +330,13 @@ def atomic_save_figure(fig, path: Path, **savefig_kwargs) -> Path:
     return atomic_write_bytes(path, buffer.getvalue())
 
 
+def json_text(data) -> str:
+    """A JSON record's text as atomic_write_json writes it."""
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
 def atomic_write_json(path: Path, data) -> Path:
-    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    return atomic_write_text(path, json_text(data))
 
 
 # Above this, a file is pinned by its stat instead of content: hashing model weights at every gate check would

@@ -153,11 +153,12 @@ def sign_samples(run_dir: Path, meta: dict | None = None) -> dict:
     calls)."""
     from mcp_server.inspection.sample_files import write_samples_meta
     from mcp_server.runs import Run
+    from mcp_server.userfiles import sha256_file
 
     run = Run(Path(run_dir))
     if meta is None:
         meta = json.loads(run.samples_meta.read_text()) if run.samples_meta.is_file() else {}
-    return write_samples_meta(run, run.samples_meta, run.samples, meta)
+    return write_samples_meta(run, run.samples_meta, sha256_file(run.samples), meta)  # the bytes the test wrote
 
 
 def dead_pid() -> tuple[int, float]:

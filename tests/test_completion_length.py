@@ -84,10 +84,11 @@ def test_the_measured_length_is_offered_loudly_for_the_config():
 def _sampled(run: Run, meta: dict) -> None:
     """The run's inspection/samples.jsonl and its samples.meta.json `meta`, signed as the sampler signs them."""
     from mcp_server.inspection.sample_files import write_samples_meta
+    from mcp_server.userfiles import sha256_file
 
     run.samples.parent.mkdir(parents=True, exist_ok=True)
     run.samples.write_text('{"completion": "1"}\n')
-    write_samples_meta(run, run.samples_meta, run.samples, meta)
+    write_samples_meta(run, run.samples_meta, sha256_file(run.samples), meta)
 
 
 def test_emitting_again_into_the_run_applies_the_measured_length(workspace, tiny_model):

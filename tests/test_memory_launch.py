@@ -142,6 +142,7 @@ def test_the_launch_plans_prompts_from_the_signed_samples_record_only(workspace,
 
     from conftest import ANY_TEXT_REWARDS
     from mcp_server.inspection.sample_files import write_samples_meta
+    from mcp_server.userfiles import sha256_file
     from support import TINY_OVERRIDES
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
@@ -155,7 +156,7 @@ def test_the_launch_plans_prompts_from_the_signed_samples_record_only(workspace,
     unmeasured = planned()  # the planner's default prompt (512) is over the tiny model's context
     run.samples.parent.mkdir(parents=True, exist_ok=True)
     run.samples.write_text('{"completion": "1"}\n')
-    write_samples_meta(run, run.samples_meta, run.samples, {"lengths": {"prompt_tokens_max": 30}})
+    write_samples_meta(run, run.samples_meta, sha256_file(run.samples), {"lengths": {"prompt_tokens_max": 30}})
     measured = planned()
     assert measured != unmeasured and measured[0] is not None and measured[0].fits, (measured, unmeasured)
     signed = json.loads(run.samples_meta.read_text())

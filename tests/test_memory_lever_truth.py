@@ -14,6 +14,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.memory.levers import LEVER_COST
 from mcp_server.memory.models import MemoryPlanRequest
 from mcp_server.inspection.sample_files import write_samples_meta
+from mcp_server.userfiles import sha256_file
 from mcp_server.memory.planner import plan_memory
 from mcp_server.runs import Run
 
@@ -67,7 +68,7 @@ def _inspected_run(tmp_path) -> str:
     (run_dir / "train" / "config.yaml").write_text(yaml.safe_dump(INSPECTED[1]))
     (run_dir / "inspection" / "samples.jsonl").write_text("".join(
         json.dumps({"id": i, "completion_ids": list(range(200 + i)), "truncated": False}) + "\n" for i in range(8)))
-    write_samples_meta(Run(run_dir), Run(run_dir).samples_meta, Run(run_dir).samples, {})  # as the sampler signs
+    write_samples_meta(Run(run_dir), Run(run_dir).samples_meta, sha256_file(Run(run_dir).samples), {})  # as signed
     return str(run_dir)
 
 

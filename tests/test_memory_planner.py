@@ -577,7 +577,7 @@ def test_shorter_completions_only_when_the_inspection_allows(tmp_path):
     def levers(samples, then=None, note=None):
         (run / "inspection" / "samples.jsonl").write_text(
             "".join(json.dumps({"completion_ids": [1] * n, "truncated": t}) + "\n" for n, t in samples))
-        write_samples_meta(Run(run), Run(run).samples_meta, Run(run).samples, {})  # as the sampler signs them
+        write_samples_meta(Run(run), Run(run).samples_meta, sha256_file(Run(run).samples), {})  # signed as written
         if then:
             then(Run(run))
         plan = plan_memory(MemoryPlanRequest(config_path=str(run), prompt_length=128, validate_levers=False))

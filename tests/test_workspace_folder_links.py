@@ -212,7 +212,7 @@ def test_the_baseline_ledger_planted_as_a_link_is_never_appended_through(workspa
     baseline.write_text("{}")
     (baseline_ledger().symlink_to if kind == "symlink" else lambda p: os.link(p, baseline_ledger()))(outside)
     with pytest.raises(UserInputError, match="baselines.jsonl"):
-        record_baseline(baseline)
+        record_baseline(baseline, "{}")
     assert outside.read_text() == "mine\n" and not baseline.exists()
 
 

@@ -125,8 +125,9 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
     else:
         passes = _drift_passes(base_ref, loaded, rows, graders, max_new_tokens, report=report)
         record.update(pass_rate=sum(passes) / len(passes), passed=sum(passes), decoded=len(passes))
-    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
-    record_baseline(path)
+    text = json.dumps(record, indent=2) + "\n"
+    atomic_write_text(path, text)
+    record_baseline(path, text)  # the sha256 of these bytes, never the file read back
     return record
 
 

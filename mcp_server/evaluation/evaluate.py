@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 
@@ -110,12 +111,13 @@ def baseline_ledger() -> Path:
     return eval_root() / "baselines.jsonl"
 
 
-def record_baseline(path: Path) -> None:
+def record_baseline(path: Path, text: str) -> None:
     """Its line, signed with the key outside the workspace (evidence.py): a line appended by hand counts for
-    nothing."""
+    nothing. The sha256 signed is of `text`, what the caller wrote to `path`, never the file read back (round 18:
+    a baseline replaced between the write and the hash would be vouched for)."""
     line = sign(eval_root(), baseline_ledger().name, {
-        "name": path.name, "sha256": sha256_file(path), "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                                     time.gmtime())}, create=True)
+        "name": path.name, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, create=True)
     try:
         with open_append_nofollow(baseline_ledger()) as handle:  # no link, no hard link out (round 11 D2)
             handle.write((json.dumps(line) + "\n").encode("utf-8"))
@@ -168,17 +170,20 @@ def read_baseline(path: Path) -> dict:
 
 def write_once(path: Path, text: str) -> bool:
     """Create `path` with `text` unless it exists; never overwrites. A hard link from a finished temporary file
-    is atomic and fails when the name is taken, so two racing evaluations cannot both write. Read-only after."""
+    is atomic and fails when the name is taken, so two racing evaluations cannot both write. Read-only after. The
+    temporary file is a fresh name (mkstemp: O_EXCL, O_NOFOLLOW), made read-only before it is linked: never a
+    file or link put at a name guessed beforehand (round 18)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    tmp.write_text(text, encoding="utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            os.fchmod(handle.fileno(), 0o444)
         os.link(tmp, path)
     except FileExistsError:
         return False
     finally:
-        tmp.unlink(missing_ok=True)
-    os.chmod(path, 0o444)
+        os.unlink(tmp)
     return True
 
 
@@ -456,9 +461,10 @@ def _file_baseline(request: EvaluateRequest, result: EvaluationResult, graders_r
                   "task": task, "graders_code_sha256": graders_code, "graders_reads": graders_reads,
                   "graders_files": code["files"], "model_pin": pin, BLIND_KEY: blind}  # by file: round 15
         record.update(result.model_dump(mode="json", exclude={"baseline_path", "baseline_written", "baseline_note"}))
-        result.baseline_written = write_once(path, json.dumps(record, indent=2) + "\n")
+        text = json.dumps(record, indent=2) + "\n"
+        result.baseline_written = write_once(path, text)
         if result.baseline_written:
-            record_baseline(path)
+            record_baseline(path, text)
         note = f"baseline written beside {rescored.name}, whose replies these graders score otherwise now (what " \
             "they read beyond the pinned files changed since, or it keeps no replies): promote_checkpoint judges " \
             "against the baseline whose replies its graders score as stored" if rescored else None

@@ -13,6 +13,7 @@ recorded is refused (exit 3), naming it and the probe's kind. Probed: the reward
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -78,16 +79,19 @@ def _each(score, func, spec, probe_samples: list[dict]) -> list:
 def _samples_bytes(run: Run) -> tuple[list[dict], str]:
     from mcp_server.inspection.files import read_samples
 
-    return read_samples(run), sha256_file(run.samples)
+    samples, data = read_samples(run, with_bytes=True)  # the sha256 of the bytes the probes come from (one read)
+    return samples, hashlib.sha256(data).hexdigest()
 
 
-def record_review(run: Run, score_probes) -> None:
+def record_review(run: Run, score_probes, review_sha256: str | None = None) -> None:
     """At review, in the process that holds the key: derive the probes, have `score_probes(probes)` score them
-    (`scored` here, or the keyless worker: review.score_blind_probes), write the signed record."""
+    (`scored` here, or the keyless worker: review.score_blind_probes), write the signed record. `review_sha256`:
+    review.json's as the caller wrote it (never read back), else the file's (the keyless worker wrote it)."""
     secret = evidence.key(create=True)
     samples, samples_sha = _samples_bytes(run)
     probe_samples = probes(secret, run, samples, samples_sha)
-    record = {"samples_sha256": samples_sha, "review_sha256": sha256_file(run.review), "count": len(probe_samples),
+    record = {"samples_sha256": samples_sha, "review_sha256": review_sha256 or sha256_file(run.review),
+              "count": len(probe_samples),
               "scores": score_probes(probe_samples)}
     atomic_write_json(run.inside(path(run)), evidence.sign_run(run, path(run), record))
 

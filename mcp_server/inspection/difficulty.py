@@ -44,7 +44,8 @@ from mcp_server.errors import UserInputError
 from mcp_server.inspection.models import DifficultyFilter, DifficultyFilterResult, InspectResult
 from mcp_server.runs import Run
 from mcp_server.userfiles import parse_yaml, read_json
-from mcp_server.workspace import atomic_write_json, atomic_write_text, json_with, refuse_foreign, sha256_file
+from mcp_server.workspace import (atomic_write_json, atomic_write_text, json_with, refuse_foreign, sha256_file,
+                                  written_digest)
 
 FIELD = "difficulty_filter"
 SUFFIXES = (".jsonl", ".json")  # read as `datasets` reads them, written back as JSON Lines unchanged
@@ -197,10 +198,11 @@ def _relative(run: Run, path: Path) -> str:
 
 def write(run: Run, config: dict, entry: dict, result: DifficultyFilterResult, kept: list[dict],
           rates: dict[int, tuple[int, int]], data_path: Path, record_path: Path, what: str, why: str,
-          more: dict | None = None) -> None:
+          more: dict | None = None) -> bytes:
     """`data_path` (the kept rows), `record_path` (what went and why, with `more`) and train/config.yaml naming the
     filtered file under a comment (`what`, `why` with {always} and {never}); the config's new text is checked to
-    parse to the old config with only its data entry changed before anything is written."""
+    parse to the old config with only its data entry changed before anything is written. Returns the bytes written
+    to `data_path`: the record holds their sha256 as written, never the file read back (round 18, b03)."""
     text = run.config.read_text(encoding="utf-8")
     new_entry = {**entry, "path": "json", "data_files": result.data_file}
     comment = (f"{what}: {result.rows_after} of the {result.rows_before} prompts of {result.source} kept, "
@@ -224,9 +226,10 @@ def write(run: Run, config: dict, entry: dict, result: DifficultyFilterResult, k
     source = Path(result.source)
     source_sha256 = sha256_file(source if source.is_absolute() else run.dir / source)  # before a re-filter rewrites it
     data = run.inside(data_path)
-    atomic_write_text(data, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept))
-    record = {"result": result.model_dump(mode="json"), "data_sha256": sha256_file(data),
+    written = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept).encode("utf-8")
+    record = {"result": result.model_dump(mode="json"), "data_sha256": written_digest(data, written),
               "source_sha256": source_sha256,
               "dropped": [{"row": i, "samples": n, "solved": s} for i, (n, s) in rates.items()], **(more or {})}
     atomic_write_json(run.inside(record_path), record)
     atomic_write_text(run.config, new_text)
+    return written

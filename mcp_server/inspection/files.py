@@ -9,17 +9,19 @@ from mcp_server.errors import UserInputError
 from mcp_server.rewards.dotted import import_dirs
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import Run
-from mcp_server.userfiles import foreign_review_files, read_text
+from mcp_server.userfiles import decode, foreign_review_files, read_bytes
 
 
-def read_samples(run: Run) -> list[dict]:
+def read_samples(run: Run, with_bytes: bool = False):
+    """The samples of the run's samples.jsonl; `with_bytes`: (samples, the bytes they were parsed from), one read,
+    so what is scored is what is checked against the sampler's signature and hashed (round 18)."""
     path = run.samples
     if not path.is_file():
         raise UserInputError("run", f"{path} does not exist: run sample_completions first")
-    samples = []
+    samples, data = [], read_bytes(path, "run")
     # "\n" only: a completion may hold U+2028 or U+0085, which str.splitlines() also splits on (written raw:
     # ensure_ascii=False), and a real model at temperature 1 writes them
-    for number, line in enumerate(read_text(path, "run").split("\n"), 1):
+    for number, line in enumerate(decode(data, path, "run").split("\n"), 1):
         try:
             sample = json.loads(line) if line.strip() else None
         except ValueError as exc:
@@ -28,7 +30,7 @@ def read_samples(run: Run) -> list[dict]:
             raise UserInputError("run", f"{path}:{number} is not a sample written by sample_completions: run it again")
         if sample is not None:
             samples.append(sample)
-    return samples
+    return (samples, data) if with_bytes else samples
 
 
 def run_reward_imports(run: Run) -> None:

@@ -10,6 +10,7 @@ all still match; otherwise it says which part changed. A verdict needs samples d
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import re
 from pathlib import Path
 from typing import Literal
@@ -30,13 +31,13 @@ from mcp_server.inspection.reward_probes import flagged_probes
 from mcp_server.inspection.loader_env import TRAINING_PATHS, interpreter_paths, loader_how
 from mcp_server.inspection.pins import (PART_NAMES, SAMPLES_STAY_VALID, changes, config_pins, python_how,
                                         run_pins)
-from mcp_server.inspection.reward_copy import REWARD_SHAS, copy_shas
+from mcp_server.inspection.reward_copy import REWARD_SHAS
 from mcp_server.inspection.sample_files import not_sampled, refuse_unsampled
 from mcp_server.inspection.trained import REWARD_FILES, keep_reviewed_code, unkept_reward_code
 from mcp_server.rewards import reads, reward_code_sha256
 from mcp_server.rewards.dotted import RewardImportError
 from mcp_server.runs import Run, resolve_run
-from mcp_server.userfiles import read_json
+from mcp_server.userfiles import read_bytes, read_json
 from mcp_server.workspace import atomic_write_json, sha256_file
 
 CLI = "llm-finetuning"
@@ -61,20 +62,21 @@ def pass_problem(agree: int, disagree: int, note: str) -> str | None:
     return None
 
 
-def _read_review(run: Run) -> dict:
+def _read_review(run: Run) -> tuple[dict, str]:
+    """review.json and the sha256 of the bytes read (one read: the verdict signs the review it judged)."""
     path = run.review
     if not path.is_file():
         raise UserInputError("run", f"no review in {path.parent}: run inspect_rewards first, then read review.md")
-    return read_json(path, "run", dict)
+    return read_json(path, "run", dict, with_sha256=True)
 
 
 def _check_review_current(run: Run, review: dict) -> None:
     """The review a verdict is about must describe today's samples and today's reward code."""
-    result = review["result"]
-    if sha256_file(run.samples) != result["samples_sha256"]:
+    result, data = review["result"], read_bytes(run.samples, "run")  # one read: both checks judge these bytes
+    if hashlib.sha256(data).hexdigest() != result["samples_sha256"]:
         raise UserInputError("run", "samples.jsonl changed since the review: run inspect_rewards again and read the "
                                     "new review.md")
-    refuse_unsampled(run)  # issue 48 round 12 F2: completions the model never wrote
+    refuse_unsampled(run, data)  # issue 48 round 12 F2: completions the model never wrote
     if reward_code_sha256(result["rewards"]) != result["reward_code_sha256"]:
         raise UserInputError("run", "the reward code or specs changed since the review: run inspect_rewards again "
                              "and read the new review.md")
@@ -199,7 +201,7 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
     _check_reviewer(request.reviewer)
     run = resolve_run(request.run)
     refuse_if_launched(run)
-    review = _read_review(run)
+    review, review_sha256 = _read_review(run)
     if not run.samples.is_file():
         raise UserInputError("run", f"{run.samples} is gone: run sample_completions and inspect_rewards again")
     _check_review_current(run, review)
@@ -216,12 +218,12 @@ def record_inspection_verdict(request: VerdictRequest) -> VerdictResult:
             pins = run_pins(run, result["reward_code_sha256"])
         except UserInputError:
             pins = {"reward_code": result["reward_code_sha256"]}
-    record = _verdict_record(request, run, result, reviewed, given, pins)
+    record = {**_verdict_record(request, run, result, reviewed, given, pins), "review_sha256": review_sha256}
     # where the trainer's packages may come from (trainer.verified_script.foreign_libraries, issue 48)
     record[TRAINING_PATHS] = interpreter_paths(pins.get("training_python"))
     # what the trainer imports (inspection.trained), and the list of it the trainer checks before it imports
-    record[REWARD_FILES] = keep_reviewed_code(run, result["rewards"])
-    record[REWARD_SHAS] = copy_shas(run, record[REWARD_FILES])  # each file by its bytes (the trainer names it)
+    record[REWARD_SHAS] = {}  # each file by the bytes copied, never read back (the trainer names it)
+    record[REWARD_FILES] = keep_reviewed_code(run, result["rewards"], record[REWARD_SHAS])
     path = atomic_write_json(run.inside(run.verdict), record)
     return VerdictResult(
         run_dir=str(run.dir), verdict_path=str(path), verdict=request.verdict, reviewer=request.reviewer,
@@ -291,7 +293,7 @@ def _verdict_record(request: VerdictRequest, run: Run, result: dict, reviewed: l
         "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "note": request.note, "pins": pins,
         "reward_code_sha256": result["reward_code_sha256"], "samples_sha256": result["samples_sha256"],
-        "review_sha256": sha256_file(run.review), "success_rule": result["success_rule"],
+        "success_rule": result["success_rule"],  # review_sha256: the review's bytes as read (the caller's)
         "rewards": result["rewards"], "rewards_source": result["rewards_source"],
         "base_success_rate": result["base_success_rate"],
         "base_success_interval": result.get("base_success_interval"),

@@ -26,6 +26,7 @@ of the data, a rule that would drop every prompt.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -147,10 +148,12 @@ def refilter_run(run_dir: str, rule: dict) -> dict:
     kept_rows = [i for i in range(len(rows)) if i not in gone]
     saved = {path: path.read_bytes() for path in (run.config, run.verdict) if path.is_file()}
     try:
-        difficulty.write(run, config, entry, result, kept, rates, data_path, record_path, "the re-filter's prompts",
-                         "that the run's own logged completions show always ({always}) or never ({never}) solved "
-                         "(resume_training's refilter", {"kept_rows": kept_rows, "by": "resume_training", **read})
-        _move_verdict(run, data_path, record_path, kept_rows)
+        written = difficulty.write(run, config, entry, result, kept, rates, data_path, record_path,
+                                   "the re-filter's prompts", "that the run's own logged completions show always "
+                                   "({always}) or never ({never}) solved (resume_training's refilter",
+                                   {"kept_rows": kept_rows, "by": "resume_training", **read})
+        new_config = {**config, "datasets": [{**entry, "path": "json", "data_files": result.data_file}]}
+        _move_verdict(run, {"config": new_config, data_path: written}, record_path, kept_rows)
     except BaseException:
         for path, data in saved.items():
             atomic_write_text(path, data.decode("utf-8"))
@@ -159,18 +162,42 @@ def refilter_run(run_dir: str, rule: dict) -> dict:
     return {"result": result.model_dump(mode="json"), "folder": str(slot.relative_to(run.dir)), **read}
 
 
-def _move_verdict(run: Run, data_path: Path, record_path: Path, kept_rows: list[int]) -> None:
+def _move_verdict(run: Run, held: dict, record_path: Path, kept_rows: list[int]) -> None:
     """The verdict's data becomes the re-filtered file: its data pin, and a data_updates entry with the rows'
-    fingerprint as the trainer's loader reads them (what inspection.trained expects)."""
+    fingerprint as the trainer's loader reads them (what inspection.trained expects). Both are of what the
+    re-filter wrote as it holds it (`held`: the config's mapping and {kept.jsonl: its bytes}), never of the files
+    read back (round 18, b03: a kept.jsonl replaced in between was pinned and trained): a file that no longer
+    holds those bytes is refused by the gate and the trainer, naming it."""
     verdict = read_json_if_present(run.verdict)
     if not isinstance(verdict, dict) or not isinstance(verdict.get("pins"), dict):
         raise UserInputError(FIELD, f"{run.verdict} is not a verdict: the re-filtered data needs one to move")
+    (data_path, data), = [(k, v) for k, v in held.items() if k != "config"]
     with tempfile.TemporaryDirectory(prefix="refilter-") as cache:
-        printed = load_training_inputs(run, cache)["fingerprint"]
-    verdict["pins"]["data"] = config_pins(run)["data"]
+        printed = load_training_inputs(run, cache, held=held)["fingerprint"]
+    verdict["pins"]["data"] = _as_written(config_pins(run, held["config"])["data"], run.inside(data_path).resolve()
+                                          .relative_to(run.dir.resolve()).as_posix(), hashlib.sha256(data).hexdigest())
     updates = verdict.get(DATA_UPDATES) if isinstance(verdict.get(DATA_UPDATES), list) else []
     verdict[DATA_UPDATES] = updates + [{
         "by": "resume_training", "time": time.time(), "file": str(data_path.relative_to(run.dir)),
         "record": str(record_path.relative_to(run.dir)), "kept_rows": kept_rows,
         "rows": printed["rows"], "rows_sha256": printed["rows_sha256"]}]
     atomic_write_json(run.verdict, verdict)
+
+
+def _as_written(pins, source: str, digest: str):
+    """The data pins with `source`'s (its path in the run) pinned as `digest`, the bytes the re-filter wrote, not
+    as the file was when hashed; refused when no pin names it."""
+    found = []
+
+    def fix(node):
+        if isinstance(node, dict) and node.get("source") == source and "sha256" in node:
+            found.append(node)
+            return {**node, "sha256": digest}
+        if isinstance(node, dict):
+            return {k: fix(v) for k, v in node.items()}
+        return [fix(v) for v in node] if isinstance(node, list) else node
+
+    pinned = fix(pins)
+    if not found:
+        raise UserInputError(FIELD, f"train/config.yaml's data pins do not name {source}: nothing recorded")
+    return pinned

@@ -8,6 +8,7 @@ sheet are the scores training would give.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
 import math
@@ -40,7 +41,7 @@ from mcp_server.rewards import build_reward_funcs, reads, reward_code_sha256
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
+from mcp_server.workspace import json_text, written_digest
 
 HIST_BINS = 12
 READS_KEY = "reward_reads"  # review.json: path -> pin of each file the rewards read (rewards.reads)
@@ -186,8 +187,8 @@ def inspect_rewards(request: InspectRequest, report: Report = silent) -> Inspect
 def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> InspectResult:
     run = resolve_run(request.run)
     _refuse_rewrite(run)
-    all_samples = read_samples(run)
-    refuse_unsampled(run)  # issue 48 round 12 F2: completions the model never wrote
+    all_samples, data = read_samples(run, with_bytes=True)  # one read: scored, checked and hashed alike
+    refuse_unsampled(run, data)  # issue 48 round 12 F2: completions the model never wrote
     meta = signed_samples_meta(run)[0] or {}  # only what the sampler signed says how the samples were drawn
     specs, source = _review_specs(request, run)
     funcs = build_reward_funcs(specs)
@@ -236,7 +237,7 @@ def _inspect(request: InspectRequest, read: reads.Reads, report: Report) -> Insp
         rewards=specs,
         rewards_source=source,
         reward_code_sha256=reward_hash,
-        samples_sha256=sha256_file(run.samples),
+        samples_sha256=hashlib.sha256(data).hexdigest(),
         distributions=distributions,
         zero_variance_groups=distributions[-1].zero_variance_groups,
         well_formed_but_wrong=wrong,
@@ -273,9 +274,10 @@ def _record(run: Run, result: InspectResult, read: reads.Reads, rows: list[dict]
                         "the files their arguments name are pinned, but what those processes read themselves is "
                         "judged only by the trainer's replay (the reviewed samples, the row probes, the blind probes)"
                         for name, started in read.children.items()]
-    _write_review(run, result, rows, meta, success_threshold, read.pins(), probes)
+    review_sha256 = _write_review(run, result, rows, meta, success_threshold, read.pins(), probes)
     if evidence.ORACLE is None:
-        blind_probes.record_review(run, lambda probe_samples: blind_probes.scored(*rewards, probe_samples, _score))
+        blind_probes.record_review(run, lambda probe_samples: blind_probes.scored(*rewards, probe_samples, _score),
+                                   review_sha256)
 
 
 def score_blind_probes(run_dir: str, probe_samples: list[dict]) -> dict[str, list]:
@@ -421,19 +423,21 @@ def _next_step(can_learn: bool, rate_prompts: int, k: int, interval: tuple[float
 
 
 def _write_review(run: Run, result: InspectResult, rows: list[dict], meta: dict,
-                  success_threshold: float | None, reward_reads: dict, probes: dict) -> None:
+                  success_threshold: float | None, reward_reads: dict, probes: dict) -> str:
     """review.jsonl (the rows), review.md (the sheet a person reads) and review.json (the result the verdict and
-    the gate read, with the training rows' probes the trainer replays: inspection.row_probes)."""
+    the gate read, with the training rows' probes the trainer replays: inspection.row_probes); returns review.json's
+    sha256 as written."""
     rows_text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
-    atomic_write_text(run.inside(run.review_jsonl), rows_text)
-    sheet = atomic_write_text(run.review_md, render_review(result, rows, meta, run))
-    # The sheet the person reads and the rows it shows are bound to the review (and so to the verdict): an edited
-    # review.md or review.jsonl cannot back a verdict (inspection.gate).
-    atomic_write_json(run.review, {"result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows],
-                                   "success_threshold": success_threshold, "review_md_sha256": sha256_file(sheet),
-                                   "review_jsonl_sha256": sha256_file(run.review_jsonl),
-                                   READS_KEY: reward_reads,  # the files the rewards read (rewards.reads)
-                                   row_probes.KEY: probes})
+    rows_sha256 = written_digest(run.inside(run.review_jsonl), rows_text)
+    sheet_sha256 = written_digest(run.review_md, render_review(result, rows, meta, run))
+    # The sheet the person reads and the rows it shows are bound to the review (and so to the verdict), by the
+    # bytes written here, never the files read back (round 18): an edited or replaced review.md or review.jsonl
+    # cannot back a verdict (inspection.gate).
+    return written_digest(run.review, json_text({
+        "result": result.model_dump(mode="json"), "reviewed_ids": [r["id"] for r in rows],
+        "success_threshold": success_threshold, "review_md_sha256": sheet_sha256, "review_jsonl_sha256": rows_sha256,
+        READS_KEY: reward_reads,  # the files the rewards read (rewards.reads)
+        row_probes.KEY: probes}))
 
 
 def _unique_names(names: list[str]) -> list[str]:

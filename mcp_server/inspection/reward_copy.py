@@ -14,11 +14,6 @@ from mcp_server.runs import Run
 REWARD_SHAS = "reward_code_file_sha256"
 
 
-def copy_shas(run: Run, files: list[str]) -> dict[str, str]:
-    """relative path -> sha256 of each file of the reviewed copy, as recording the verdict left it."""
-    return {relative: hashlib.sha256((run.reward_code / relative).read_bytes()).hexdigest() for relative in files}
-
-
 def copy_changes(run: Run, verdict: dict | None) -> list[str]:
     """Why the reward code the trainer imported is not the reviewed code, file by file: each file of the reviewed
     copy whose bytes are not the verdict's now, and each module that ran other bytes than its file holds now

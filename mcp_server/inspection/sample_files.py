@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
@@ -33,7 +34,7 @@ from mcp_server.generation import rng_state
 from mcp_server.inspection.sampling_plan import Progress
 from mcp_server.runs import Run
 from mcp_server.userfiles import NotRegularFile, open_regular, read_json_if_present
-from mcp_server.workspace import atomic_write_json, atomic_write_text, open_append_nofollow, sha256_file
+from mcp_server.workspace import atomic_write_json, open_append_nofollow, written_digest
 
 PARTIAL_META = "samples.partial.meta.json"
 # The sampler's record is signed for what it is, not under the run's path: a moved run keeps its samples
@@ -59,28 +60,35 @@ def outputs(run: Run, launched: list[str]) -> dict[str, Path]:
             "meta": slot / "samples.meta.json"}
 
 
-def write_samples_meta(run: Run, meta_path: Path, samples_path: Path, meta: dict) -> dict:
+def write_samples_meta(run: Run, meta_path: Path, samples_sha256: str, meta: dict) -> dict:
     """samples.meta.json as the sampler writes it (sample_completions, sample_trajectories; a test that builds
-    samples by hand signs them through here, as the sampler would): `meta` with samples.jsonl's sha256, read from
-    the file written, signed for its place in the run (the key is made when there is none). Returns the record."""
-    record = sign(SIGNED_BY, SIGNED_AS, {**meta, "samples_sha256": sha256_file(samples_path)}, create=True)
+    samples by hand signs them through here, as the sampler would): `meta` with `samples_sha256`, the digest of the
+    bytes the sampler wrote as it held them in memory (workspace.written_digest), never of the file read back
+    (round 18, b08: a racer's samples.jsonl put there between the write and the hash was signed), signed for its
+    place in the run (the key is made when there is none). Returns the record."""
+    if not (isinstance(samples_sha256, str) and re.fullmatch(r"[0-9a-f]{64}", samples_sha256)):
+        raise TypeError(f"samples_sha256 is a sha256 hex digest of the bytes written, not {samples_sha256!r}")
+    record = sign(SIGNED_BY, SIGNED_AS, {**meta, "samples_sha256": samples_sha256}, create=True)
     atomic_write_json(run.inside(meta_path), record)
     return record
 
 
-def not_sampled(run: Run) -> str | None:
+def not_sampled(run: Run, data: bytes | None = None) -> str | None:
     """Why the run's inspection/samples.jsonl is not what the sampler wrote (None when its signed samples.meta.json
-    vouches for it): evidence.samples_not_vouched of the file as it is."""
-    try:
-        data = run.samples.read_bytes() if run.samples.is_file() else None
-    except OSError:
-        data = None
+    vouches for it): evidence.samples_not_vouched of `data`, the bytes the caller read and uses, else the file as
+    it is."""
+    if data is None:
+        try:
+            data = run.samples.read_bytes() if run.samples.is_file() else None
+        except OSError:
+            data = None
     return samples_not_vouched(run, data)
 
 
-def refuse_unsampled(run: Run) -> None:
-    """UserInputError('run') naming why, when the run's samples.jsonl is not what the sampler wrote (not_sampled)."""
-    if forged := not_sampled(run):
+def refuse_unsampled(run: Run, data: bytes | None = None) -> None:
+    """UserInputError('run') naming why, when the run's samples.jsonl (`data`: the bytes the caller read) is not
+    what the sampler wrote (not_sampled)."""
+    if forged := not_sampled(run, data):
         raise UserInputError("run", forged)
 
 
@@ -168,15 +176,16 @@ def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: lis
     stopped run keeps them) and recorded with `request` and the generator's state in samples.partial.meta.json,
     then its progress line. `kept`: kept_batches' groups and state (the file is cut to those groups)."""
     partial.parent.mkdir(parents=True, exist_ok=True)
-    batches = []
+    batches, written = [], hashlib.sha256()  # the lines' sha256 as written, never the file read back (round 18)
     if kept:
         kept = kept[0]
         batches = [b for b in (read_json_if_present(partial_meta(partial)) or {}).get("batches", [])
                    if b["prompts"] <= len(kept)]
         lines = sample_records(rows, row_indices[: len(kept)], prompts[: len(kept)], kept, prompt_column,
                                conversational)
-        atomic_write_text(partial, "\n".join(lines) + "\n")
-        batches = [{**b, "sha256": _lines_sha256(partial, b["lines"])} for b in batches]
+        written_digest(partial, "\n".join(lines) + "\n")
+        batches = [{**b, "sha256": _digest_of(lines[: b["lines"]])} for b in batches]
+        written.update(("\n".join(lines) + "\n").encode("utf-8"))  # the appends continue the file
     else:
         partial.unlink(missing_ok=True)
         partial_meta(partial).unlink(missing_ok=True)
@@ -185,9 +194,10 @@ def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: lis
         end = start + len(new_groups)
         lines = sample_records(rows, row_indices[start:end], prompts[start:end], new_groups, prompt_column,
                                 conversational, first=start)
+        data = ("\n".join(lines) + "\n").encode("utf-8")
         try:  # never through a link put there, nor into a pipe or a second name of a file (issue 48 round 9)
             with open_append_nofollow(partial) as f:
-                f.write(("\n".join(lines) + "\n").encode("utf-8"))
+                f.write(data)
         except OSError as exc:
             why = ("it is a symbolic link" if exc.errno == errno.ELOOP else
                    exc.strerror if isinstance(exc, NotRegularFile) else str(exc))
@@ -196,13 +206,18 @@ def keeper(partial: Path, progress: Progress, rows: list[dict], row_indices: lis
                                  "through it and sampling stopped. Remove it and sample again") from None
         if request is not None:
             count = (batches[-1]["lines"] if batches else 0) + len(lines)
-            batches.append({"prompts": end, "lines": count, "rng": rng_state(),
-                            "sha256": _lines_sha256(partial, count)})
+            written.update(data)
+            batches.append({"prompts": end, "lines": count, "rng": rng_state(), "sha256": written.hexdigest()})
             atomic_write_json(partial_meta(partial), sign(SIGNED_BY, PARTIAL_META, {"request": request,
                                                                                     "batches": batches}, create=True))
         progress.batch(end)
 
     return keep
+
+
+def _digest_of(lines: list[str]) -> str:
+    """sha256 of `lines` as written (each with its newline): what _lines_sha256 reads back from a file holding them."""
+    return hashlib.sha256("".join(f"{line}\n" for line in lines).encode("utf-8")).hexdigest()
 
 
 def _lines_sha256(path: Path, lines: int) -> str:

@@ -47,7 +47,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, resolve_run
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import SAMPLE_COMPLETIONS
-from mcp_server.workspace import atomic_write_text, located, sha256_file
+from mcp_server.workspace import located, written_digest
 
 PROMPT_LENGTH_ROWS = 20_000  # prompts measured for vllm_max_model_length (all of a smaller data set)
 # Compared with the run's config: the settings that decide what a sample looks like, the sampling group's fields
@@ -400,15 +400,15 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
 
     if trained is not None:  # a hub model first downloaded by this load: pinned by that snapshot's files
         trained["model"] = compared["used"]["model"] = pinned_after_load(trained["model"], run)
-    records = sample_records(rows, row_indices, prompts, groups, prompt_column, conversational)
-    path = atomic_write_text(run.inside(files["samples"]), "\n".join(records) + "\n")
+    records, path = sample_records(rows, row_indices, prompts, groups, prompt_column, conversational), files["samples"]
+    digest = written_digest(run.inside(path), "\n".join(records) + "\n")  # what is signed: these bytes (round 18)
     finished(partial)
     meta = _samples_meta(run, rows, prompt_column, conversational, model_ref, settings, engine, groups,
-                         _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), sha256_file(path),
+                         _prompt_lengths(tokenizer, rows, prompt_column, conversational, settings), digest,
                          compared, trained)
     meta["warnings"] = warnings  # inspect_rewards puts them on the review sheet
     meta["lengths"] = for_config(meta["lengths"], config)  # vLLM's length only where it samples; the offer
-    meta = write_samples_meta(run, files["meta"], path, meta)  # signed: the sampler vouches for samples.jsonl
+    meta = write_samples_meta(run, files["meta"], digest, meta)  # signed: the sampler vouches for samples.jsonl
     if not launched:  # the old review described other completions, so it goes; an old verdict stays as a record,
         # and its samples hash no longer matches, so the gate says the samples changed
         clear_review(run)  # only what inspect_rewards wrote (inspection.files)

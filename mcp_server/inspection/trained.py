@@ -415,11 +415,13 @@ def reviewed_reward_funcs(run_dir: str | Path) -> tuple[list, str]:
     return funcs, after
 
 
-def keep_reviewed_code(run: Run, rewards: list) -> list[str]:
+def keep_reviewed_code(run: Run, rewards: list, shas: dict | None = None) -> list[str]:
     """inspection/reward_code/: a copy of the local modules `rewards` run, made when a verdict is recorded (the
     module's doc); replaced whole, never half-written; removed when the rewards run no local module. Returns the
-    copy's files (relative paths): the verdict records them (REWARD_FILES), the trainer refuses any other entry."""
+    copy's files (relative paths): the verdict records them (REWARD_FILES), the trainer refuses any other entry.
+    `shas` is filled with each file's sha256 as copied (reward_copy.REWARD_SHAS), never the copy read back."""
     files = reward_code_files(rewards)
+    (shas if shas is not None else {}).update({r: hashlib.sha256(data).hexdigest() for r, data in files.items()})
     target = run.inside(run.reward_code)
     staging = Path(tempfile.mkdtemp(prefix=".reward_code-", dir=target.parent))
     try:

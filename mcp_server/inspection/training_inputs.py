@@ -31,6 +31,7 @@ from mcp_server.inspection.pins import (GLOB_CHARS, SAMPLING_KEYS, _data_files, 
                                         model_pin)
 from mcp_server.model_ref import resolve_model
 from mcp_server.runs import Run
+from mcp_server.workspace import written_digest
 
 PROMPT_LINE = re.compile(r'^PROMPT_COLUMN = "(?P<column>[^"\n]*)"$', re.MULTILINE)
 # Fields the settings fingerprint leaves out: the machine's precision switches (a config made for a GPU is sampled
@@ -161,28 +162,71 @@ def missing_data(run: Run, config: dict | None = None) -> UserInputError | None:
 
 
 def load_training_inputs(run: Run, cache_dir: str | Path, argv: list[str] | None = None,
-                         fingerprinted: bool = True) -> dict:
+                         fingerprinted: bool = True, held: dict | None = None) -> dict:
     """The run's training inputs read as train/train.py reads them, in the run directory: {dataset (prompt column
     renamed 'prompt'), training_args, model_args, fingerprint}; the rows are prepared in `cache_dir` (fresh and
     empty, kept while they are used). A config made for a GPU parses here with its precision switches off (they
     are no part of the fingerprint). `fingerprinted` False: no fingerprint (the model's files are not hashed; the
-    row probes need the rows alone, inspection.row_probes)."""
-    config = run.read_config()
+    row probes need the rows alone, inspection.row_probes). `held`: what the caller itself just wrote, as it holds
+    it in memory ({"config": train/config.yaml's mapping, path: a data file's bytes}): read from there, never from
+    the files, which a racer could have replaced since (round 18, b03: the re-filter's kept.jsonl)."""
+    held = dict(held or {})
+    values = held.pop("config", None)
+    config = values or run.read_config()
+    values = json.loads(json.dumps(values)) if values else None  # TRL's parser turns its entries into objects
     if missing := missing_data(run, config):
         raise missing
     column = prompt_column(run)
     argv = ["--config", str(run.config), *(argv or [])]
     with contextlib.chdir(run.dir):
         try:
-            script_args, training_args, model_args, dataset_args = parse_config(argv)
+            script_args, training_args, model_args, dataset_args = parse_config(argv, values=values)
         except ValueError:  # bf16/fp16 this machine lacks
             try:
                 script_args, training_args, model_args, dataset_args = parse_config(
-                    [*argv, "--bf16", "false", "--fp16", "false"])
+                    [*argv, "--bf16", "false", "--fp16", "false"], values=values)
             except ValueError as exc:
                 raise UserInputError("run", f"{run.config} does not parse here as TRL parses it for training: "
                                      f"{exc}") from None
+        copies = _held_copies(run, dataset_args, held, Path(cache_dir))
         dataset = train_dataset(script_args, dataset_args, column, cache_dir)
+    if any(hashlib.sha256(copy.read_bytes()).hexdigest() != digest for copy, digest in copies.items()):
+        raise UserInputError("run", f"a copy of the data in {cache_dir} changed while it was read: nothing recorded")
     return {"dataset": dataset, "training_args": training_args, "model_args": model_args,
             "fingerprint": fingerprint(run, dataset, config, column, script_args, training_args, model_args)
             if fingerprinted else None}
+
+
+def _own_path(path: Path) -> Path:
+    """`path` with its folder resolved, its last part as named (a link put there is not followed)."""
+    return Path(path).parent.resolve() / Path(path).name
+
+
+def _held_copies(run: Run, dataset_args, held: dict, cache_dir: Path) -> dict[Path, str]:
+    """Each data file of `held` ({path: the bytes the caller wrote there}) that a `datasets` entry names, named
+    instead by a copy of those bytes written in `cache_dir` (the caller's fresh folder): {copy: its sha256}.
+    Refused (UserInputError) when one is named by no entry (its rows would be read from the run's file)."""
+    wanted = {_own_path(path): data for path, data in held.items()}
+    copies: dict[Path, str] = {}
+
+    def swap(name, base: Path):
+        full = Path(str(name)).expanduser()
+        data = wanted.get(_own_path(full if full.is_absolute() else base / full))
+        if data is None:
+            return name
+        copy = cache_dir / f"held-{len(copies)}" / full.name
+        copy.parent.mkdir()
+        copies[copy] = written_digest(copy, data)
+        return str(copy)
+
+    for entry in dataset_args.datasets or []:
+        base = _entry_base(entry.path, entry.data_dir, run)
+        files = entry.data_files
+        if base is None or files is None:
+            continue
+        each = (lambda v: [swap(f, base) for f in v] if isinstance(v, (list, tuple)) else swap(v, base))
+        entry.data_files = {k: each(v) for k, v in files.items()} if isinstance(files, dict) else each(files)
+    if len(copies) < len(wanted):
+        raise UserInputError("run", f"{run.config} names none of {', '.join(map(str, wanted))} as a data file: "
+                             "their rows would be read back from the files")
+    return copies

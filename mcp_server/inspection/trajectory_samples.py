@@ -23,7 +23,7 @@ from mcp_server.inspection.trajectories import rollout_apart, write_trajectories
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
-from mcp_server.workspace import atomic_write_text, sha256_file
+from mcp_server.workspace import written_digest
 
 OVERRIDES = ("model", "dataset", "dataset_config", "dataset_split", "prompt_column", "n", "temperature", "top_p",
              "top_k", "max_new_tokens")
@@ -54,14 +54,14 @@ def sample_agentic(run: Run, request: SampleRequest, report: Report = silent) ->
     batch = rollout_apart(run, num_prompts, request.seed, report, trained["model"])
     write_trajectories(run, batch, request.seed)
     records, group, config = batch["records"], batch["group"], run.read_config()
-    path = atomic_write_text(run.samples, "\n".join(_sample_lines(records, group)) + "\n")
-    digest = sha256_file(path)
+    path = run.samples
+    digest = written_digest(path, "\n".join(_sample_lines(records, group)) + "\n")  # signed as written (round 18)
     limit = GRPOView(config).max_completion_length  # what the rollout used: TRL's default when unset
     lengths = length_advice([r["loss_tokens"] + r["masked_tokens"] for r in records],
                             [r["truncated"] for r in records], limit, [r["prompt_tokens"] for r in records])
     generation = {"temperature": config.get(FIELD.temperature), "top_p": config.get(FIELD.top_p),
                   "top_k": config.get(FIELD.top_k), "max_new_tokens": limit, "seed": request.seed}
-    write_samples_meta(run, run.samples_meta, path, {  # signed: the sampler vouches for samples.jsonl
+    write_samples_meta(run, run.samples_meta, digest, {  # signed: the sampler vouches for samples.jsonl
         "model": str(config.get(FIELD.model_name_or_path)), "dataset_rows": batch["dataset_rows"],
         "num_prompts": batch["num_prompts"], "n": group, "conversational": True, "engine": "trl-tool-loop",
         "generation": generation, "samples_sha256": digest, "differs_from_config": [],
