@@ -313,7 +313,9 @@ def ddp(ws):
             write_signed(logs / "stopped.json", {**stop, "by": "guard", "code": "entropy_rising", "step": step})
             write_signed(logs / "guard.json", {
                 "mode": "stop", "step": step, "stopped": {"code": "entropy_rising", "step": step, "save": True},
-                "findings": [{"code": "entropy_rising", "severity": "error", "explanation": "", "patch": None}],
+                # the guard's finding proposes the patch: after a guard stop a pinned field (max_completion_length)
+                # moves only to a value the stop's findings propose (round 17, b05)
+                "findings": [{"code": "entropy_rising", "severity": "error", "explanation": "", "patch": patch}],
                 "launch_id": kept.get("launch_id")})
 
         guard_stop(1)
