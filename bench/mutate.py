@@ -1111,7 +1111,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       "itself: an entropy collapse 0.8 -> 0.02 in three logs is no finding, and the guard never stops it"),
     # ------------------------------------------------------------------ k6: the gate and sandbox audit (issue 48)
     M("k6-gate-verdict-on-stale-samples", "gate", "mcp_server/inspection/gate.py",
-      "    if sha256_file(run.samples) != result[\"samples_sha256\"]:\n        raise UserInputError(\"run\", "
+      "    if hashlib.sha256(data).hexdigest() != result[\"samples_sha256\"]:\n        raise UserInputError(\"run\", "
       "\"samples.jsonl changed since the review",
       "    if False:\n        raise UserInputError(\"run\", \"samples.jsonl changed since the review",
       "samples.jsonl edited after inspect_rewards (a completion rewritten) still takes a verdict: "
