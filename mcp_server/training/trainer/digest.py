@@ -96,7 +96,7 @@ def _from_memory(folder: Path, held: dict) -> tuple[dict[str, tuple[str, int]], 
     more, wrong = saved_state_read(held.get("optimizer"), held.get("lr_scheduler"), folder)
     read, problems = {**read, **more}, problems + wrong
     state, path = held.get("state"), folder / "trainer_state.json"
-    if state is not None and path.is_file():
+    if dataclasses.is_dataclass(state) and path.is_file():  # a TrainerState
         data = path.read_bytes()  # TrainerState.save_to_json's bytes, from the state in memory
         if data != (json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\n").encode("utf-8"):
             problems.append("trainer_state.json: not the trainer's state in memory")
