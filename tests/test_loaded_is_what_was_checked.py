@@ -388,13 +388,13 @@ def test_a_resume_restores_only_the_optimizer_and_schedule_the_run_saved(workspa
         _rename_over(folder / name, evil)
     trainer._load_from_checkpoint(str(folder))
     trainer._load_optimizer_and_scheduler(str(folder))  # what _inner_training_loop runs before on_train_begin
-    check = script_support.ResumedWeights(run.dir, folder)
-    loaded = {"model": trainer.model, "optimizer": trainer.optimizer, "lr_scheduler": trainer.lr_scheduler}
+    # as train_and_save adds it and the Trainer calls it: transformers passes optimizer=None for one it built
+    trainer.add_callback(script_support.ResumedWeights(run.dir, folder, trainer))
     if swapped == "no":
-        check.on_train_begin(trainer.args, None, None, **loaded)
+        trainer.callback_handler.on_train_begin(trainer.args, trainer.state, trainer.control)
         return
     with pytest.raises(InputsChanged) as refused:
-        check.on_train_begin(trainer.args, None, None, **loaded)
+        trainer.callback_handler.on_train_begin(trainer.args, trainer.state, trainer.control)
     err = capsys.readouterr().err
     named = f"{name}: the state loaded" if swapped == "during the load" else f"{name} is not the file saved"
     assert refused.value.code == 3 and "not the checkpoint this run saved" in err and named in err, err

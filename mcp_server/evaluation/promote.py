@@ -38,7 +38,7 @@ from mcp_server.evaluation.baseline_choice import PROMOTION, choose_baseline, pr
 from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
 from mcp_server.evaluation.grader_replay import baseline_goldens, regrade_after
 from mcp_server.evaluation.paired import compare_paired
-from mcp_server.evaluation.checked_load import hashed_load
+from mcp_server.evaluation.checked_load import load_checked
 from mcp_server.model_ref import report_name, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reads
@@ -46,20 +46,21 @@ from mcp_server.rewards.spec import RewardSpec
 from mcp_server.evidence import sign, unrecorded
 from mcp_server.runs import Run, resolve_run
 from mcp_server.training.runstate import derive_state
-from mcp_server.training.trainer.digest import checkpoint_problems
+from mcp_server.training.trainer.digest import checkpoint_problems, recorded_files_problems
 from mcp_server.worker import runs_in_training
 from mcp_server.evaluation.drift import (
     check_drift,
     floor_note,
     stage_report,
 )
-from mcp_server.workspace import atomic_write_json, atomic_write_text, eval_root, sha256_file
+from mcp_server.workspace import (atomic_write_json, atomic_write_text, eval_root, sha256_file, tree_digest,
+                                  tree_files)
 
 # ---------------------------------------------------------------- the tool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
     run = resolve_run(request.run)
-    refusal = state_refusal(run, bool(request.checkpoint))[1]
+    state, refusal = state_refusal(run, bool(request.checkpoint))
     if refusal:
         raise refusal
     config, base, ckpt = run.trained_model(request.checkpoint)
@@ -79,7 +80,8 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     rows = load_goldens(goldens)
     # the stage's plan first, then the load (walk 9: 69 s of silence, then "a model of unknown size")
     stage = stage_report(report, "checkpoint on the goldens", eval_plan(ckpt, len(rows), max_new_tokens, base=base))
-    ckpt_sha, ckpt_loaded = hashed_load(ckpt)  # what loaded is the checkpoint of that hash (round 10, F4)
+    # what loaded is the checkpoint of that hash (round 10, F4), which is the save the ledger recorded (round 18)
+    ckpt_sha, ckpt_loaded = _recorded_load(run, ckpt, bool(request.checkpoint), state != "not_launched")
     read, code = reads.Reads(), {}  # what the graders read and are, from the keyless worker (graders_apart)
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
                           report=stage, read=read, code=code)
@@ -172,6 +174,19 @@ def checkpoint_refusal(run: Run, config: dict, ckpt: Path, given: bool) -> UserI
         return UserInputError("checkpoint", f"{ckpt} is not the model the run's trainer saved: "
                               + "; ".join(problems[:5]) + ". Restore it as saved, or judge another checkpoint")
     return None
+
+
+def _recorded_load(run: Run, ckpt: Path, given: bool, launched: bool) -> tuple[str, tuple]:
+    """checked_load.hashed_load, each file it hashes (and loads, compared tensor by tensor) the one the trainer's
+    ledger lists by sha256: the ledger's weights are files read back equal to the weights the run held in memory
+    (digest.record_save), so what is judged is what the run trained, whatever was renamed over the checkpoint
+    since checkpoint_refusal hashed it. A model placed in a run never launched has no ledger: judged as placed."""
+    files = tree_files(ckpt)
+    problems = recorded_files_problems(run, ckpt, files, final=not given) if launched else []
+    if problems:
+        raise UserInputError("checkpoint", f"{ckpt} is not the model the run's trainer saved: "
+                             + "; ".join(problems[:5]) + ". Restore it as saved, or judge another checkpoint")
+    return tree_digest(files), load_checked(ckpt, files)
 
 
 def promotion_problems(promotion: dict) -> list[str]:

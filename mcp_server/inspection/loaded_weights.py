@@ -361,6 +361,18 @@ def saved_weight_problems(model, folder: str | Path, saved: dict[str, str]) -> l
     one, else the model's) read ONCE from its descriptor, its sha256 computed from that read, and every tensor in
     it compared bitwise with the loaded one (an adapter's through peft's own state dict, as PEFT saved it). A file
     renamed over the save after its hash was checked and put back after the load is named (round 10, F2/F4)."""
+    read, problems = weights_read(model, folder)
+    for relative, (sha, _) in read.items():
+        if sha != saved.get(relative):
+            problems.append(f"{relative} is not the file saved (sha256 {str(saved.get(relative))[:12]})")
+    return problems
+
+
+def weights_read(model, folder: str | Path, when: str = "swapped while they loaded"
+                 ) -> tuple[dict[str, tuple[str, int]], list[str]]:
+    """({weight file: (sha256, bytes) of the one read its tensors came from}, why those tensors are not `model`'s
+    in memory): saved_weight_problems' read; the trainer's save record (digest.record_save) signs these sha256
+    only when the list is empty, so the ledger vouches for files equal to the weights that trained (round 18)."""
     folder = Path(folder)
     adapter = [name for name in ADAPTER_FILES if (folder / name).is_file()][:1]
     if adapter:
@@ -373,8 +385,8 @@ def saved_weight_problems(model, folder: str | Path, saved: dict[str, str]) -> l
     names = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
     files = adapter or weight_files(names, lambda name: (folder / name).read_bytes(), None)
     if not files:
-        return [f"no weight file in {folder} to compare with what loaded"]
-    state, problems = [loaded, prefix, getattr(model, "dtype", None), [], 0, set()], []
+        return {}, [f"no weight file in {folder} to compare with what loaded"]
+    state, problems, read = [loaded, prefix, getattr(model, "dtype", None), [], 0, set()], [], {}
     problems += [] if adapter else extra_modules(model)
     for relative in files:
         try:
@@ -384,19 +396,17 @@ def saved_weight_problems(model, folder: str | Path, saved: dict[str, str]) -> l
             continue
         try:
             _compare_file(relative, handle, [state])
-            if handle.sha256() != saved.get(relative):
-                problems.append(f"{relative} is not the file saved (sha256 {str(saved.get(relative))[:12]})")
+            read[relative] = (handle.sha256(), handle.stat.st_size)
         except (struct.error, ValueError, KeyError, RuntimeError, OSError) as exc:
             problems.append(f"{relative}: unreadable as weights ({type(exc).__name__})")
         finally:
             handle.close()
     if state[3]:
         more = f" and {len(state[3]) - 4} more" if len(state[3]) > 4 else ""
-        problems.append(f"the weights in memory are not the saved files' (swapped while they loaded): "
-                        f"{'; '.join(state[3][:4])}{more}")
+        problems.append(f"the weights in memory are not the saved files' ({when}): {'; '.join(state[3][:4])}{more}")
     elif state[4] == 0:
         problems.append(f"no tensor of {', '.join(files)} is a tensor of the loaded model")
-    return problems + _uncovered(state)
+    return read, problems + _uncovered(state)
 
 
 # The name segments of a PEFT adapter's own tensors (its base's, under `base_layer`/`original_module`, compare).

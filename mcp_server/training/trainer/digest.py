@@ -13,6 +13,8 @@ Imported by the trainer process and the server alike.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -77,16 +79,62 @@ def refuse_save_outside(run: Run, folder: Path) -> None:
     raise SaveLeadsOut(3)
 
 
-def record_save(run: Run, folder: Path, step: int | None = None, final: bool = False) -> dict:
+class SaveNotTrained(SystemExit):
+    """A save whose files are not what the trainer held in memory when it saved (a weight or state file replaced as
+    it was written): no ledger line, the trainer exits (exit 3) and the run fails, never "succeeded"."""
+
+
+def _from_memory(folder: Path, held: dict) -> tuple[dict[str, tuple[str, int]], list[str]]:
+    """The save's files the trainer holds in memory (`held`: model, optimizer, lr_scheduler, state), each read once
+    and compared with memory: ({name: (sha256, bytes) of that read}, why a file is not what is in memory)."""
+    from mcp_server.inspection.loaded_weights import weights_read
+    from mcp_server.training.trainer.resumed_state import saved_state_read
+
+    read, problems = {}, []
+    if held.get("model") is not None:
+        read, problems = weights_read(held["model"], folder, "replaced as they were saved")
+    more, wrong = saved_state_read(held.get("optimizer"), held.get("lr_scheduler"), folder)
+    read, problems = {**read, **more}, problems + wrong
+    state, path = held.get("state"), folder / "trainer_state.json"
+    if dataclasses.is_dataclass(state) and path.is_file():  # a TrainerState
+        data = path.read_bytes()  # TrainerState.save_to_json's bytes, from the state in memory
+        if data != (json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\n").encode("utf-8"):
+            problems.append("trainer_state.json: not the trainer's state in memory")
+        read["trainer_state.json"] = (hashlib.sha256(data).hexdigest(), len(data))
+    return read, problems
+
+
+def sharded(args) -> bool:
+    """A DeepSpeed or FSDP run: rank 0 holds a shard only and the Trainer saves the weights through the engine's own
+    files, so its saves are hashed from disk (record_save without `held`; named in docs/development.md)."""
+    env = (os.environ.get("ACCELERATE_USE_DEEPSPEED", ""), os.environ.get("ACCELERATE_USE_FSDP", ""))
+    return bool(getattr(args, "deepspeed", None) or getattr(args, "fsdp", None)) or "true" in (e.lower() for e in env)
+
+
+def record_save(run: Run, folder: Path, step: int | None = None, final: bool = False, **held) -> dict:
     """The trainer's record of one save: the checkpoint's own digest (not for the final model), then one line
     appended to train/logs/saves.jsonl (never through a link: Run.inside, O_NOFOLLOW) with its files, the step,
     whether it is the final model and this launch's id. A folder that leads outside the run is refused
-    (refuse_save_outside): no line, the trainer exits."""
+    (refuse_save_outside): no line, the trainer exits. `held` (model, optimizer, lr_scheduler, state: what the
+    trainer saved from): each such file's sha256 is that of one read whose tensors or state equal memory's (round
+    18: a weight file replaced as it was saved was hashed from disk and signed); one that is not is refused
+    (SaveNotTrained, exit 3, no line). The line names the files so checked (`from_memory`)."""
     refuse_save_outside(run, folder)
+    read, problems = _from_memory(folder, held) if held else ({}, [])
+    if problems:
+        print(f"llm-finetuning: refusing to record the save {folder}: its files are not what the trainer held in "
+              f"memory: {'; '.join(problems[:4])}. Nothing vouches for it and the "
+              "run fails; resume from an earlier checkpoint this run recorded", file=sys.stderr, flush=True)
+        raise SaveNotTrained(3)
     files = _digest(folder, final)
+    for name, (sha, size) in read.items():
+        if name in files:  # as read when compared with memory, not hashed again from disk
+            files[name] = {"bytes": size, "sha256": sha}
     if not final:
         atomic_write_json(folder / CHECKPOINT_DIGEST, {"step": step, "files": files})
     line = {"save": save_key(run, folder), "step": step, "final": final, "files": files}
+    if held:
+        line["from_memory"] = sorted(name for name in read if name in files)
     tag = os.environ.get(LAUNCH_ID_ENV)
     if tag:
         line["launch_id"] = tag
@@ -174,4 +222,23 @@ def checkpoint_problems(run: Run, folder: Path, contents: bool = False, final: b
         elif contents and sha256_file(path) != saved["sha256"]:
             problems.append(f"{name} is not the file saved (sha256 {saved['sha256'][:12]} at the save)")
     problems += [f"{name} was not written by the save" for name in present if name not in files]
+    return problems
+
+
+def recorded_files_problems(run: Run, folder: Path, files: dict[str, str], final: bool = False) -> list[str]:
+    """Why `files` ({relative: sha256}: workspace.tree_files of `folder`, the hashes a load is then checked against,
+    checked_load) are not the save the run's ledger recorded: no line for it, a file of another sha256, a file the
+    save did not write (the final model's subfolders aside: its line lists the files directly in output_dir)."""
+    seen = recorded_save(run, Path(folder), final)
+    if seen is None:
+        return [f"no record of this save in {run.saves.relative_to(run.dir)}"]
+    problems = []
+    for name, sha in files.items():
+        if name == CHECKPOINT_DIGEST or (final and "/" in name):
+            continue
+        saved = seen["files"].get(name)
+        if saved is None:
+            problems.append(f"{name} was not written by the save")
+        elif saved["sha256"] != sha:
+            problems.append(f"{name} is not the file saved (sha256 {saved['sha256'][:12]} at the save)")
     return problems

@@ -34,7 +34,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from mcp_server.evidence import sign_run, valid_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
-from mcp_server.training.trainer.digest import record_save, refuse_save_outside
+from mcp_server.training.trainer.digest import record_save, refuse_save_outside, sharded
 from mcp_server.training.trainer.guard import LiveGuard, read_guard, run_config, run_request
 from mcp_server.workspace import atomic_write_json, open_append_nofollow
 
@@ -113,6 +113,7 @@ class ProgressCallback(TrainerCallback):
         self._last_step = 0
         self._signalled: str | None = None
         self.stopped_early = False  # every rank: a stop asked (or the guard's) left the loop before max_steps
+        self.trainer = None  # train_and_save's: its optimizer and schedule, which transformers' on_save omits
         self._catch_signals()
 
     def _catch_signals(self) -> None:
@@ -176,11 +177,14 @@ class ProgressCallback(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         """After the Trainer's last file of checkpoint-N: the digest of what it saved, recorded in the run's ledger
         (digest.record_save), which makes the checkpoint complete and lets a resume check it loads what the run
-        wrote."""
+        wrote: the weights, optimizer, scheduler and trainer state as read back equal to the trainer's in memory."""
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            if folder.is_dir():
-                record_save(self.run, folder, state.global_step)
+            if folder.is_dir():  # its files compared with what they were saved from (round 18)
+                held = {} if sharded(args) else {"model": kwargs.get("model"), "state": state, **{
+                    name: kwargs.get(name) or getattr(self.trainer, name, None)
+                    for name in ("optimizer", "lr_scheduler")}}
+                record_save(self.run, folder, state.global_step, **held)
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -39,6 +39,37 @@ def _held(name: str, saved: dict, live: dict) -> tuple[object, object]:
     return saved.get("last_epoch"), live.get("last_epoch")
 
 
+def _read_state(name: str, holder, folder: Path) -> tuple[str, int, bool] | None:
+    """(sha256, bytes, whether the state loaded from those same bytes is the part `holder` keeps) of one state file,
+    read once; None when there is nothing to judge (no holder, no file)."""
+    import torch
+
+    path = Path(folder) / name
+    if holder is None or not path.is_file():
+        return None
+    data = path.read_bytes()
+    state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    same = isinstance(state, dict) and _same(*_held(name, state, holder.state_dict()))
+    return hashlib.sha256(data).hexdigest(), len(data), same
+
+
+def saved_state_read(optimizer, scheduler, folder: Path) -> tuple[dict[str, tuple[str, int]], list[str]]:
+    """At a save (digest.record_save): ({state file: (sha256, bytes) of the read}, a line per file whose state is
+    not the optimizer's or scheduler's in memory); the ledger then signs those sha256 (round 18)."""
+    read, problems = {}, []
+    for name, holder in zip(STATE_FILES, (optimizer, scheduler)):
+        try:
+            found = _read_state(name, holder, folder)
+        except Exception as exc:  # noqa: BLE001 - not a state torch can load: not the one in memory
+            problems.append(f"{name}: unreadable as the saved state ({type(exc).__name__})")
+            continue
+        if found is not None:
+            read[name] = found[:2]
+            if not found[2]:
+                problems.append(f"{name}: not the state in memory")
+    return read, problems
+
+
 def resumed_state_problems(optimizer, scheduler, folder: Path, saved: dict[str, str]) -> list[str]:
     """A line per state file of `folder` whose bytes are not the ledger's (`saved`: name -> sha256) or whose loaded
     state is not those bytes' state; [] when both are what the run saved (or there is nothing to judge)."""

@@ -31,7 +31,7 @@ from mcp_server.config.loader import evaluates  # noqa: E402
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset  # noqa: E402
 from mcp_server.runs import Run  # noqa: E402
 from mcp_server.training.trainer.digest import (checkpoint_problems, record_save, recorded_save,  # noqa: E402
-                                                refuse_save_outside)
+                                                refuse_save_outside, sharded)
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs  # noqa: E402
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome  # noqa: E402
 from mcp_server.training.trainer.resumed_settings import ResumedSettings  # noqa: E402
@@ -204,8 +204,8 @@ class ResumedWeights(TrainerCallback):
     after confirm_resume_checkpoint hashed it and put back after the load is refused before the first step (round
     10, F2); so are optimizer.pt and scheduler.pt (resumed_state.py). Exit 3 naming the file."""
 
-    def __init__(self, run_dir: Path, folder: Path):
-        self.run, self.folder = Run(Path(run_dir)), Path(folder)
+    def __init__(self, run_dir: Path, folder: Path, trainer=None):
+        self.run, self.folder, self.trainer = Run(Path(run_dir)), Path(folder), trainer
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         from mcp_server.inspection.loaded_weights import saved_weight_problems
@@ -215,8 +215,9 @@ class ResumedWeights(TrainerCallback):
         saved = {name: entry["sha256"] for name, entry in ((seen or {}).get("files") or {}).items()}
         problems = saved_weight_problems(model, self.folder, saved) if seen else ["no record of this save"]
         if seen:  # and the optimizer's moments and the schedule's step (resumed_state.py)
-            problems += resumed_state_problems(kwargs.get("optimizer"), kwargs.get("lr_scheduler"), self.folder,
-                                               saved)
+            # transformers passes the optimizer and schedule it was given, None for those it built: the trainer's
+            held = [kwargs.get(name) or getattr(self.trainer, name, None) for name in ("optimizer", "lr_scheduler")]
+            problems += resumed_state_problems(*held, self.folder, saved)
         if problems:
             print(f"llm-finetuning: refusing to train: the weights resumed from {self.folder.name} are not the "
                   f"checkpoint this run saved: {'; '.join(problems[:4])}. Put it back, or resume from another "
@@ -241,7 +242,10 @@ def train_and_save(trainer, run_dir: Path) -> None:
     training_args = trainer.args
     resumed = confirm_resume_checkpoint(run_dir, training_args)  # the checkpoint it loads is the one the run saved
     if resumed is not None:  # and what it loaded from there is that checkpoint's bytes (round 10, F2)
-        trainer.add_callback(ResumedWeights(run_dir, resumed))
+        trainer.add_callback(ResumedWeights(run_dir, resumed, trainer))
+    for callback in trainer.callback_handler.callbacks:  # a save's optimizer.pt and scheduler.pt: from memory
+        if isinstance(callback, ProgressCallback):
+            callback.trainer = trainer
     if training_args.resume_from_checkpoint not in (None, "", False):  # the config's settings over the checkpoint's,
         # first: the progress callback's train-begin record then holds the rate the schedule runs from
         trainer.callback_handler.callbacks.insert(0, ResumedSettings(trainer))
@@ -264,5 +268,7 @@ def train_and_save(trainer, run_dir: Path) -> None:
         return
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
-        record_save(Run(Path(run_dir)), Path(training_args.output_dir), trainer.state.global_step, final=True)
+        held = {} if sharded(training_args) else {"model": trainer.model}  # the weights as trained (round 18)
+        record_save(Run(Path(run_dir)), Path(training_args.output_dir), trainer.state.global_step, final=True,
+                    **held)
         write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step, output_dir=training_args.output_dir)
