@@ -115,6 +115,33 @@ def test_a_reward_that_blocks_stops_the_rehearsal_with_a_warning(run_dir, monkey
     assert stopped and stopped[0].severity == "warning" and "past 5 s" in stopped[0].message, result.findings
 
 
+@pytest.mark.parametrize("name, fix", [
+    ("count_reader.reads_count", "reads_count's parameter 'count' is filled from the data column of that name: "
+                                 "rename the column that holds it to 'count'"),
+    ("correctness_reward", "add the column 'count', or name the column that holds it with correctness_reward's "
+                           "params.answer_column (emit-config --answer-column NAME)")])
+def test_a_rewards_missing_column_gets_the_fix_of_that_kind_of_reward(run_dir, name, fix):
+    """Walk 12: a person's own reward (a dotted path) reading a column the data lacks was told to "give the reward
+    the column's name (its spec's params)", and params on a dotted path are refused: its fix is the column's name
+    (or the parameter's); a registry reward's is still its params."""
+    import json
+
+    (run_dir / "count_reader.py").write_text(
+        "def reads_count(completions, count, **kwargs):\n    return [0.0 for _ in completions]\n")
+    rewards = run_dir / "train" / "rewards.json"
+    original = rewards.read_text()
+    params = {"answer_column": "count"} if name == "correctness_reward" else {}
+    try:
+        rewards.write_text(json.dumps([{"name": name, "params": params, "weight": 1.0}]))
+        result = _validated(run_dir, {"reward_funcs": None})
+    finally:
+        rewards.write_text(original)
+        (run_dir / "count_reader.py").unlink()
+    failed = _codes(result).get(("rehearsal_failed", "reward_funcs"))
+    assert failed is not None and "count" in failed.message, result.findings
+    assert fix in failed.fix and "spec's params" not in failed.fix, failed.fix
+
+
 def test_a_run_with_dynamic_sampling_is_rehearsed_with_the_subclass_it_trains_with(run_dir):
     """train/train.py builds DAPO's dynamic-sampling subclass when train/dynamic_sampling.json exists, and so does
     the rehearsal: a config only the subclass refuses (scale_rewards 'batch': one std over the whole round, dropped

@@ -45,7 +45,8 @@ from mcp_server.recipe.thinking import is_hybrid_thinking
 from mcp_server.recipe.trl_fields import installed_aliases, trl_defaults
 from mcp_server.recipe import dynamic_sampling
 from mcp_server.recipe.variants import choose_variant
-from mcp_server.rewards.registry import REGISTRY
+from mcp_server.rewards.dotted import required_columns
+from mcp_server.rewards.registry import REGISTRY, column_fix
 from mcp_server.runs import Run
 from mcp_server.userfiles import foreign_review_files, not_regular
 from mcp_server.tiny import jsonl_text, split_task, write_jsonl
@@ -107,12 +108,16 @@ def _dataset_fields(request: GRPORecipeRequest, run: Run) -> DataSet:
 COLUMN_PARAMS = {column: param for reward in REGISTRY.values() for param, column in reward.column_params.items()}
 
 
-def reward_columns(request: GRPORecipeRequest) -> dict[str, str]:
-    """{data set column: the reward that reads it} for the request's registry rewards: only what they read is
-    required (a code reward reads `tests`, never `answer`)."""
+def reward_columns(request: GRPORecipeRequest, dirs=()) -> dict[str, str]:
+    """{data set column: the reward that reads it}: for a registry reward, only what it reads is required (a code
+    reward reads `tests`, never `answer`); for a dotted-path reward, its parameters without a default that TRL does
+    not supply (TRL fills them from the columns of their names; walk 12: emission said VALID, the rehearsal failed),
+    its module found where an import looks, else in `dirs`."""
     needed = {}
     for spec in request.rewards:
         entry = REGISTRY.get(spec.name)
+        if entry is None and "." in spec.name and not spec.params:  # params on one: refused by validation's rule
+            needed.update((column, spec.name) for column in required_columns(spec.name, dirs) or [])
         for column in entry.info.columns if entry else []:
             if column not in COLUMN_PARAMS or (column == "schema" and "schema" in spec.params):
                 continue  # TRL's own inputs (prompts, completion_ids), or a schema given as a parameter
@@ -128,11 +133,13 @@ def _check_columns(path: Path, request: GRPORecipeRequest) -> int:
     messages, and the prompt column and the columns the rewards read exist. Returns its rows."""
     rows = read_file(path)
     check_prompt_column(rows, request.prompt_column)
-    for column, reward in reward_columns(request).items():
+    for column, reward in reward_columns(request, [path.resolve().parent]).items():
         if column not in rows[0]:
-            field = "answer_column" if column == request.answer_column else "rewards"
+            registry = reward in REGISTRY
+            field = "answer_column" if registry and column == request.answer_column else "rewards"
             how = (" Name the column that holds the answers with `emit-config --answer-column NAME` "
-                   "(emit_grpo_config's answer_column)" if field == "answer_column" else "")
+                   "(emit_grpo_config's answer_column)" if field == "answer_column" else
+                   "" if registry else f" To fix: {column_fix(reward, column)}.")
             raise UserInputError(field, f"column '{column}', which {reward} reads, is not in {path} "
                                  f"(columns: {', '.join(rows[0])}).{did_you_mean(closest_names(column, list(rows[0])))}"
                                  + how)

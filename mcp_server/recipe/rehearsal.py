@@ -21,6 +21,8 @@ from mcp_server.errors import UserInputError
 from mcp_server.model_ref import expand_built_in, model_config
 from mcp_server.recipe.models import Finding
 from mcp_server.recipe.runspec import RunSpec
+from mcp_server.rewards.dotted import required_columns
+from mcp_server.rewards.registry import REGISTRY, column_fix
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import REHEARSE
 
@@ -183,8 +185,7 @@ def _field_of(stage: str, error: dict, spec: RunSpec) -> tuple[str, str]:
         if GRPOView(fields).remove_unused_columns:
             return "remove_unused_columns", (f"set remove_unused_columns: false: TRL keeps only the prompt columns "
                                              f"otherwise, and a reward reads {', '.join(columns)}")
-        return "reward_funcs", (f"a reward reads {', '.join(columns)}, which the data set lacks: add the column, or "
-                                "give the reward the column's name (its spec's params)")
+        return "reward_funcs", _column_fix(columns, spec)
     for pattern, name, fix in _KNOWN:
         if re.search(pattern, text):
             return name, fix
@@ -193,6 +194,24 @@ def _field_of(stage: str, error: dict, spec: RunSpec) -> tuple[str, str]:
         return named[0], f"fix {named[0]} (the error above is what training would raise)"
     fallback = {"data": "datasets", "rewards": "reward_funcs", "model": FIELD.model_name_or_path}
     return fallback.get(stage, "config"), "fix what the error names; validate_grpo_config rehearses it again"
+
+
+def _column_fix(columns: list[str], spec: RunSpec) -> str:
+    """The fix for rewards that read columns the data set lacks, true for the reward that reads each: a registry
+    reward's params name its columns, a person's own function (a dotted path) takes none (walk 12)."""
+    named = {str(r.get("name")): r.get("params") or {} for r in spec.rewards or [] if isinstance(r, dict)}
+    funcs = spec.fields.get(FIELD.reward_funcs) or []
+    named.update((str(f), {}) for f in ([funcs] if isinstance(funcs, str) else funcs))
+    base = Path(spec.base_dir) if spec.base_dir else None
+    dirs = [base, base.parent.parent] if base else []  # the run, the workspace that holds runs/ (train.py's path)
+    fixes = []
+    for column in columns:
+        reader = next((n for n in named if n not in REGISTRY and column in (required_columns(n, dirs) or [])),
+                      None) or \
+            next((n for n, params in named.items() if n in REGISTRY and column in
+                  {**REGISTRY[n].column_params, **params}.values()), None)
+        fixes.append(column_fix(reader, column) if reader else f"add the column '{column}' to the data set")
+    return f"a reward reads {', '.join(columns)}, which the data set lacks: " + "; ".join(fixes)
 
 
 def _columns_wanted(text: str) -> list[str]:

@@ -13,6 +13,7 @@ from mcp_server.recipe.models import Finding
 from mcp_server.recipe.scoped import scoped
 from mcp_server.rewards import build_reward_funcs  # resolves names and dotted paths, clear errors
 from mcp_server.rewards.dotted import find_dotted, nearest_rewards
+from mcp_server.rewards.registry import ParamsRefused
 from mcp_server.rewards.source_only import import_user
 from mcp_server.worker import in_training
 from mcp_server.worker_targets import REWARD_PROBLEMS
@@ -62,6 +63,10 @@ def reward_problems(specs: list[dict], config_funcs: list[str]) -> list[tuple[st
                 build_reward_funcs([spec])
             except Exception as exc:  # any failure to build is a finding, never a crash
                 reported.add(spec.get("name") if isinstance(spec, dict) else spec)
+                fix = exc.fix if isinstance(exc, ParamsRefused) else None
+                if fix:  # the problem is the params, not the name: said on its field, its own fix
+                    out.append((f"rewards[{i}].params", str(exc).removesuffix(f"; {fix}"), fix))
+                    continue
                 out.append((f"rewards[{i}].name", str(exc), "use a registry name (list_rewards) or an importable "
                                                             "dotted path"))
     for i, name in enumerate(config_funcs):

@@ -197,3 +197,36 @@ def nearest_rewards(path: str, others=()) -> list[str]:
     """The workspace's `module.function` names (and `others`: TRL's reward names, say) closest to a misspelt
     dotted path, best first (errors.closest_names: difflib): issue 49's "did you mean unit_rewards.cm_reward"."""
     return closest_names(path, [*local_functions(), *others])
+
+
+# What TRL's GRPOTrainer passes every reward besides the data columns (_calculate_rewards): the generations, the
+# trainer's state and logging hooks, the environments of an agentic run. The `prompt` column is not passed by name.
+TRL_INPUTS = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric",
+                        "environments"})
+
+
+def required_columns(path: str, dirs=()) -> list[str] | None:
+    """The data columns a dotted-path reward cannot run without: its parameters with no default that TRL does not
+    supply itself (TRL passes each column as the keyword argument of the column's name). Read from its module's
+    source (found where an import would look, else in `dirs`), never imported; None when that source does not show
+    it (not found, not a plain top-level function, a decorator that may change its signature)."""
+    module_path, _, attr = path.rpartition(".")
+    if not module_path:
+        return None
+    origin = getattr(static_spec(module_path), "origin", None) or next(
+        (str(f) for d in dirs if (f := Path(d, *module_path.split(".")).with_suffix(".py")).is_file()), None)
+    if not origin or not origin.endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(origin).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    binding = [n for n in tree.body if _defines(ast.Module(body=[n], type_ignores=[]), attr)]
+    func = binding[-1] if binding else None  # the module's last binding of the name is the one imported
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or func.decorator_list:
+        return None
+    args = func.args
+    positional = [*args.posonlyargs, *args.args]
+    without_default = positional[:len(positional) - len(args.defaults)]
+    without_default += [a for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    return [a.arg for a in without_default if a.arg not in TRL_INPUTS]

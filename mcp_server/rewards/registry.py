@@ -111,9 +111,13 @@ def _build_one(spec: RewardSpec, field: str) -> Callable:
             raise UserInputError(f"{field}.params", f"{name}: {exc}") from None
     if "." in name:
         if spec.params:
-            raise UserInputError(
+            raise ParamsRefused(
                 f"{field}.params",
-                f"params apply to registry rewards only; '{name}' is a dotted path to a ready reward function",
+                f"params apply to registry rewards only; '{name}' is a dotted path to your own function, which TRL "
+                f"calls with each data column as the keyword argument of the column's name: params "
+                f"{', '.join(map(repr, spec.params))} cannot reach it (nor rename a column)",
+                "drop params: name the function's parameter after the data column it reads (or rename the column "
+                "to the parameter's name); a fixed value belongs in your module (a default, or functools.partial)",
             )
         return import_dotted(name, f"{field}.name")
     local = local_definitions(name) if name.isidentifier() else []
@@ -128,6 +132,34 @@ def _build_one(spec: RewardSpec, field: str) -> Callable:
         f"unknown reward '{name}'; {_closest(name)}registry names: {', '.join(REGISTRY)}; "
         "or give a dotted import path like 'my_pkg.rewards.my_reward'",
     )
+
+
+class ParamsRefused(UserInputError):
+    """params given to a dotted-path reward: `fix` says what to do instead (validation's fix line)."""
+
+    def __init__(self, field: str, message: str, fix: str):
+        self.fix = fix
+        super().__init__(field, f"{message}; {fix}")
+
+
+def column_fix(reward: str, column: str, columns: list[str] | None = None) -> str:
+    """What to do when `reward` reads a data column `column` the data set lacks (`columns`: those it has), true for
+    that kind of reward: a registry reward's column is one of its params (a correctness reward's also
+    --answer-column); a dotted-path reward (a person's own function) takes no params, and TRL fills each of its
+    parameters from the column of the same name."""
+    have = f" (its columns: {', '.join(columns)})" if columns else ""
+    entry = REGISTRY.get(reward)
+    if entry is None:
+        short = reward.rpartition(".")[2]
+        return (f"{short}'s parameter '{column}' is filled from the data column of that name: rename the column "
+                f"that holds it to '{column}'{have}, or rename the parameter to that column's name (params and "
+                "--answer-column apply to registry rewards only)")
+    param = next((p for p, default in entry.column_params.items() if default == column), None) or \
+        next(iter(entry.column_params), None)
+    if param is None:
+        return f"add the column '{column}' to the data set{have}"
+    flag = " (emit-config --answer-column NAME)" if param == "answer_column" else ""
+    return f"add the column '{column}', or name the column that holds it with {reward}'s params.{param}{flag}{have}"
 
 
 def build_reward_funcs(specs: list[RewardSpec | dict | str]) -> list[Callable]:
