@@ -61,8 +61,9 @@ def test_not_measured_names_the_grader_shows_replies_and_the_row_format(workspac
     said = [line for line in proc.stdout.splitlines() + proc.stderr.splitlines() if "NOT MEASURED" in line]
     assert said, proc.stdout + proc.stderr
     for line in said:
-        assert "graded by correctness (13 rows): the reply's one <answer>...</answer> tag" in line, line
+        assert "graded by correctness (13 rows: the reply's one <answer>...</answer> tag" in line, line
         assert "the base's first replies: " + json.dumps(drift["base_replies"][0]) in line, line
+        assert "(none has the <answer> tag the correctness grader reads)" in line, line
         assert '"answer": "Paris", "grader": "text"}' in line, line
     report = (run.dir / "promotion-report.md").read_text()
     assert "graded by correctness" in report and '"grader": "text"' in report

@@ -126,19 +126,22 @@ def _shown(replies: list[str], n: int = 3, width: int = 80) -> list[str]:
     return [r if len(r) <= width else r[:width] + "..." for r in replies[:n]]
 
 
-def unmeasured_note(drift) -> str:
-    """Why the drift is NOT MEASURED (a DriftResult in band "unmeasured"), with the grader(s) the rows were graded
-    by, the base's first replies, and the row format that measures it (walk 12: plain-text rows graded by the
-    default correctness grader, which reads an <answer> tag, scored 0 with no word of why)."""
+def unmeasured_note(drift) -> tuple[str, str]:
+    """Why the drift is NOT MEASURED (a DriftResult in band "unmeasured"), and what shows the cause and measures it:
+    the grader(s) the rows were graded by, the base's first replies, and the row format to use (walk 12: plain-text
+    rows graded by the default correctness grader, which reads an <answer> tag, scored 0 with no word of why)."""
     why = floor_note(drift.base_items_decoded, drift.suite_items) or \
-        f"the base model passes {drift.base_pass_rate:.1%} of the suite"
-    graded = "; ".join(f"{kind} ({n} rows): {GRADER_RULES[kind]}" for kind, n in drift.graders.items())
-    note = why + (f"; graded by {graded}" if graded else "")
+        f"the base model passes {drift.base_pass_rate:.1%} of the frozen suite"
+    graded = ", ".join(f"{kind} ({n} rows: {GRADER_RULES[kind]})" for kind, n in drift.graders.items())
+    how = f"graded by {graded}; " if graded else ""
     if drift.base_replies:
-        note += "; the base's first replies: " + ", ".join(json.dumps(r) for r in drift.base_replies)
-    return (note + f"; to measure drift give rows the base passes, one JSON object a line, e.g. {DRIFT_ROW} "
-            '("grader": "text" for a plain-text answer, "number" for a number, "correctness" (the default) only '
-            "where the base writes <answer> tags)")
+        how += "the base's first replies: " + ", ".join(json.dumps(r) for r in drift.base_replies)
+        if "correctness" in drift.graders and not any("<answer>" in r for r in drift.base_replies):
+            how += " (none has the <answer> tag the correctness grader reads)"
+        how += "; "
+    return why, (how + f"to measure drift give rows the base passes, one JSON object a line, e.g. {DRIFT_ROW} "
+                 '("grader": "text" for a plain-text answer, "number" for a number, "correctness" (the default) '
+                 "only where the base writes <answer> tags)")
 
 
 def base_drift_recorded(base: str, suite: Path, pin: dict | None) -> bool:
@@ -204,7 +207,8 @@ def check_drift(
                              base_items_decoded=record.get("decoded"), suite_items=len(rows),
                              checkpoint_pass_rate=None, drop_points=None, band="unmeasured", ok=True,
                              graders=grader_counts(graders), base_replies=_shown(record.get("replies") or []))
-        report(1, 1, f"drift suite: NOT MEASURED, {unmeasured_note(result)}; the checkpoint is not decoded on it")
+        why, how = unmeasured_note(result)
+        report(1, 1, f"drift suite: NOT MEASURED, {why}; the checkpoint is not decoded on it; {how}")
         return result
     ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens,
                                  report=stage("drift suite, checkpoint"))

@@ -248,8 +248,9 @@ def _improvement_interval(baseline: dict, items: list, low: float, high: float) 
 
 def _drift_reason(drift: DriftResult) -> str:
     if drift.band == "unmeasured":
-        return (f"drift: NOT MEASURED (the checkpoint was not decoded on it, so no drop can show on it): "
-                f"{unmeasured_note(drift)} -> the verdict rests on the goldens alone")
+        why, how = unmeasured_note(drift)
+        return (f"drift: NOT MEASURED: {why} (the checkpoint was not decoded on it), so no drop can show on it; "
+                f"{how} -> the verdict rests on the goldens alone")
     line = (
         f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
         f"{drift.drop_points:+.1f} points ({drift.band})"
@@ -311,8 +312,9 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         "point and the reruns' exact paired test tells it from noise (p < 0.05); > 5 points: hard fail.",
     ]
     if d.band == "unmeasured":
-        lines.append(f"- NOT MEASURED, so no drop can show on it; the verdict rests on the goldens alone: "
-                     f"{unmeasured_note(d)}")
+        why, how = unmeasured_note(d)
+        lines.append(f"- NOT MEASURED: {why}, so no drop can show on it; the verdict rests on the goldens alone. "
+                     f"To see why and measure it: {how}.")
     if d.rerun_drops:
         lines.append(f"- Rerun (sampled decoding) drops by seed: {d.rerun_drops}; mean {d.rerun_mean_drop:+.1f} "
                      f"points; over every (item, seed) pair {d.rerun_lost} lost, {d.rerun_gained} gained, exact paired "
