@@ -20,34 +20,60 @@ from mcp_server.evaluation.drift_rule import judge_drift, judge_rerun
 from mcp_server.evaluation.tiny_suite import drift_suite_path
 from mcp_server.inspection.pinned_load import load_pinned
 from mcp_server.reporting import Report, silent
+from mcp_server.rewards.answers import first_line_answers
 from mcp_server.rewards.basic import DEFAULT_TAGS
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.workspace import atomic_write_text, eval_root, sha256_file
 
 DRIFT_FIRST_ITEMS = 12  # the base's first chunk of the drift suite: none of it passed ends its decoding
-DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward")}
+# The drift suite's graders, picked per row by its "grader" field (default "correctness"), with their rules: what
+# NOT MEASURED names. Registry rewards with fixed parameters, or first_line_answers: no user code (graders_apart).
+DRIFT_GRADERS = {"format": RewardSpec(name="format_reward"), "correctness": RewardSpec(name="correctness_reward"),
+                 "number": RewardSpec(name="correctness_reward", params={"tag": None}), "text": None}
+GRADER_RULES = {
+    "correctness": "the reply's one <answer>...</answer> tag holds the answer (no tag, no pass)",
+    "format": "the reply is <reasoning>...</reasoning><answer>...</answer>, nothing before its first tag",
+    "number": "the plain reply's final stated answer ('= 7', 'The answer is 17.', its only number) is the answer",
+    "text": "the reply's first line is the answer, or begins or ends with it as whole words, any case",
+}
+DRIFT_ROW = ('{"prompt": [{"role": "user", "content": "What is the capital of France?"}], "answer": "Paris", '
+             '"grader": "text"}')
 
 
 # ---------------------------------------------------------------- drift
-def _drift_rows(suite: Path) -> tuple[list[dict], list[list[RewardSpec]]]:
+def _drift_rows(suite: Path) -> tuple[list[dict], list[str]]:
     rows = load_goldens(suite, field="drift_suite")
     graders = []
     for i, row in enumerate(rows):
         kind = row.get("grader", "correctness")
         if kind not in DRIFT_GRADERS:
-            raise UserInputError("drift_suite", f"row {i}: grader '{kind}' is not one of {', '.join(DRIFT_GRADERS)}")
-        graders.append([DRIFT_GRADERS[kind]])
+            raise UserInputError("drift_suite", f"row {i}: grader '{kind}' is not one of {', '.join(DRIFT_GRADERS)}"
+                                 f" ({'; '.join(f'{k}: {v}' for k, v in GRADER_RULES.items())})")
+        graders.append(kind)
     return rows, graders
 
 
+def grade_drift_replies(rows: list[dict], replies: list[str]) -> list[bool]:
+    """Pass or fail of each drift-suite row's reply, by the row's own grader (its "grader" field: GRADER_RULES)."""
+    passes = []
+    for row, reply in zip(rows, replies, strict=True):
+        kind = row.get("grader", "correctness")
+        if DRIFT_GRADERS[kind] is None:
+            passes.append(first_line_answers(reply, row.get("answer")))
+        else:
+            passes.append(bool(item_passed(score_rows([row], [reply], [DRIFT_GRADERS[kind]])[0])))
+    return passes
+
+
 def _drift_passes(
-    model_ref, loaded, rows, graders, max_new_tokens, temperature=0.0, seed=3407, report: Report = silent
+    model_ref, loaded, rows, graders, max_new_tokens, temperature=0.0, seed=3407, report: Report = silent,
+    replies: list | None = None,
 ) -> list[bool]:
     """Pass or fail of each drift-suite row; rows are graded by their own grader kind, decoded together, in this
-    process: DRIFT_GRADERS are registry rewards with fixed parameters, no user code (graders_apart)."""
+    process; `replies`, when given, gets the decoded replies."""
     model, tokenizer = loaded
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
-    kinds = [row.get("grader", "correctness") for row in rows]
+    kinds = graders
     ended: dict = {}
     completions = generate(model, tokenizer, texts, max_new_tokens, temperature=temperature, seed=seed, report=report,
                            give_up=lambda i, text: kinds[i] == "format" and not format_reachable(text), ended=ended)
@@ -55,8 +81,9 @@ def _drift_passes(
     if failed and ended.get("steps", max_new_tokens) < max_new_tokens:
         report(len(rows), len(rows), f"{failed} of {len(rows)} replies failed the format from their first words: "
                f"each ended there, decoding stopped at token {ended['steps']} of up to {max_new_tokens}")
-    return [bool(item_passed(score_rows([row], [completion], specs)[0]))
-            for row, completion, specs in zip(rows, completions, graders)]
+    if replies is not None:
+        replies[:] = completions
+    return grade_drift_replies(rows, completions)
 
 
 def format_reachable(text: str) -> bool:
@@ -89,6 +116,34 @@ def floor_note(decoded: int | None, items: int | None) -> str:
             f"scores 0 of {DRIFT_FIRST_ITEMS} by chance {0.8 ** DRIFT_FIRST_ITEMS:.0%} of the time)")
 
 
+def grader_counts(graders: list[str]) -> dict[str, int]:
+    """How many rows each grader kind grades, in GRADER_RULES' order."""
+    return {kind: graders.count(kind) for kind in GRADER_RULES if kind in graders}
+
+
+def _shown(replies: list[str], n: int = 3, width: int = 80) -> list[str]:
+    """The first `n` replies, each cut to `width` characters: what NOT MEASURED shows of the base's replies."""
+    return [r if len(r) <= width else r[:width] + "..." for r in replies[:n]]
+
+
+def unmeasured_note(drift) -> tuple[str, str]:
+    """Why the drift is NOT MEASURED (a DriftResult in band "unmeasured"), and what shows the cause and measures it:
+    the grader(s) the rows were graded by, the base's first replies, and the row format to use (walk 12: plain-text
+    rows graded by the default correctness grader, which reads an <answer> tag, scored 0 with no word of why)."""
+    why = floor_note(drift.base_items_decoded, drift.suite_items) or \
+        f"the base model passes {drift.base_pass_rate:.1%} of the frozen suite"
+    graded = ", ".join(f"{kind} ({n} rows: {GRADER_RULES[kind]})" for kind, n in drift.graders.items())
+    how = f"graded by {graded}; " if graded else ""
+    if drift.base_replies:
+        how += "the base's first replies: " + ", ".join(json.dumps(r) for r in drift.base_replies)
+        if "correctness" in drift.graders and not any("<answer>" in r for r in drift.base_replies):
+            how += " (none has the <answer> tag the correctness grader reads)"
+        how += "; "
+    return why, (how + f"to measure drift give rows the base passes, one JSON object a line, e.g. {DRIFT_ROW} "
+                 '("grader": "text" for a plain-text answer, "number" for a number, "correctness" (the default) '
+                 "only where the base writes <answer> tags)")
+
+
 def base_drift_recorded(base: str, suite: Path, pin: dict | None) -> bool:
     """Whether the base's drift record on `suite` is in eval/ as recorded (_base_drift reads it, decodes nothing)."""
     path = base_drift_path(base, suite, model_content(pin))
@@ -117,14 +172,16 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
                              "Put its files back as they were, then promote again")
     loaded = load_pinned(base_ref, pin, what="decoded")  # the content the record names (round 18, b05)
     record = {"model": base, "model_pin": pin, "suite": str(suite), "suite_sha256": sha256_file(suite),
-              "items": len(rows), "max_new_tokens": max_new_tokens}
+              "items": len(rows), "max_new_tokens": max_new_tokens, "graders": grader_counts(graders)}
+    replies: list = []
     first = _drift_passes(base_ref, loaded, rows[:DRIFT_FIRST_ITEMS], graders[:DRIFT_FIRST_ITEMS], max_new_tokens,
-                          report=report) if len(rows) > DRIFT_FIRST_ITEMS else None
+                          report=report, replies=replies) if len(rows) > DRIFT_FIRST_ITEMS else None
     if first is not None and not any(first):
-        record.update(pass_rate=0.0, passed=0, decoded=len(first))
+        record.update(pass_rate=0.0, passed=0, decoded=len(first), passes=first)
     else:
-        passes = _drift_passes(base_ref, loaded, rows, graders, max_new_tokens, report=report)
-        record.update(pass_rate=sum(passes) / len(passes), passed=sum(passes), decoded=len(passes))
+        passes = _drift_passes(base_ref, loaded, rows, graders, max_new_tokens, report=report, replies=replies)
+        record.update(pass_rate=sum(passes) / len(passes), passed=sum(passes), decoded=len(passes), passes=passes)
+    record["replies"] = replies  # the base's decoded replies, each as its row's grader saw it (walk 12)
     text = json.dumps(record, indent=2) + "\n"
     atomic_write_text(path, text)
     record_baseline(path, text)  # the sha256 of these bytes, never the file read back
@@ -147,11 +204,13 @@ def check_drift(
                          stage("drift suite, base model", not base_drift_recorded(base, suite, pin), True), pin)
     base_rate = record["pass_rate"]
     if judge_drift(base_rate, base_rate) == "unmeasured":  # no drop can show: the checkpoint is not decoded on it
-        why = floor_note(record.get("decoded"), record.get("items")) or f"the base model passes {base_rate:.1%} of it"
-        report(1, 1, f"drift suite: NOT MEASURED, {why}; the checkpoint is not decoded on it")
-        return DriftResult(suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate,
-                           base_items_decoded=record.get("decoded"), suite_items=len(rows),
-                           checkpoint_pass_rate=None, drop_points=None, band="unmeasured", ok=True)
+        result = DriftResult(suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate,
+                             base_items_decoded=record.get("decoded"), suite_items=len(rows),
+                             checkpoint_pass_rate=None, drop_points=None, band="unmeasured", ok=True,
+                             graders=grader_counts(graders), base_replies=_shown(record.get("replies") or []))
+        why, how = unmeasured_note(result)
+        report(1, 1, f"drift suite: NOT MEASURED, {why}; the checkpoint is not decoded on it; {how}")
+        return result
     ckpt_rate = _drift_pass_rate(None, ckpt_loaded, rows, graders, max_new_tokens,
                                  report=stage("drift suite, checkpoint"))
     band = judge_drift(base_rate, ckpt_rate)

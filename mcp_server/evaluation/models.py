@@ -107,9 +107,10 @@ class PromoteRequest(Request):
     )
     drift_suite: PathText | None = Field(
         default=None,
-        description="Frozen drift suite (JSONL rows with `prompt`, `answer` and optionally `grader`: 'format' or "
-        "'correctness'). Default: the embedded suite for the tiny task family "
-        "(mcp_server/evaluation/drift_tiny.jsonl).",
+        description="Frozen drift suite (JSONL rows with `prompt`, `answer` and optionally `grader`: "
+        "'correctness' (default: one <answer> tag holding the answer), 'format', 'number' (the plain reply's final "
+        "stated answer) or 'text' (the reply's first line is, begins or ends with the answer; docs/guide.md). "
+        "Default: the embedded suite for the tiny task family (mcp_server/evaluation/drift_tiny.jsonl).",
     )
     rerun_seeds: list[int] = Field(
         default_factory=lambda: [1, 2, 3],
@@ -132,6 +133,11 @@ class DriftResult(BaseModel):
                                            "fewer than suite_items when it passed none of the first 12, where its "
                                            "decoding stops (the suite cannot measure drift for that model).")
     suite_items: int | None = Field(default=None, description="Items in the drift suite.")
+    graders: dict[str, int] = Field(default_factory=dict, description="Rows per grader kind (a row's `grader` "
+                                    "field: correctness, the default, format, number or text; docs/guide.md).")
+    base_replies: list[str] = Field(default_factory=list, description="The base model's first replies on the "
+                                    "suite (cut to 80 characters), given when the drift is unmeasured; the base's "
+                                    "drift record in eval/ keeps every one.")
     checkpoint_pass_rate: float | None = Field(description="Checkpoint's pass rate on the drift suite (greedy); "
                                                "null when unmeasured (the checkpoint is not decoded on it).")
     drop_points: float | None = Field(description="base - checkpoint in percentage points (positive = the "

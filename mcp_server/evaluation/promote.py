@@ -50,7 +50,7 @@ from mcp_server.training.trainer.digest import checkpoint_problems, recorded_fil
 from mcp_server.worker import runs_in_training
 from mcp_server.evaluation.drift import (
     check_drift,
-    floor_note,
+    unmeasured_note,
     stage_report,
 )
 from mcp_server.workspace import (atomic_write_json, atomic_write_text, eval_root, sha256_file, tree_digest,
@@ -263,11 +263,9 @@ def _improvement_interval(baseline: dict, items: list, low: float, high: float) 
 
 def _drift_reason(drift: DriftResult) -> str:
     if drift.band == "unmeasured":
-        note = floor_note(drift.base_items_decoded, drift.suite_items) or \
-            f"the base model passes {drift.base_pass_rate:.1%} of the frozen suite"
-        return (f"drift: NOT MEASURED: {note} (the checkpoint was not decoded on it), so no drop can show on it; "
-                "give drift_suite rows your base model passes (prompts in its own format) to measure one -> the "
-                "verdict rests on the goldens alone")
+        why, how = unmeasured_note(drift)
+        return (f"drift: NOT MEASURED: {why} (the checkpoint was not decoded on it), so no drop can show on it; "
+                f"{how} -> the verdict rests on the goldens alone")
     line = (
         f"drift: {drift.checkpoint_pass_rate:.1%} vs base {drift.base_pass_rate:.1%} on the frozen suite, drop "
         f"{drift.drop_points:+.1f} points ({drift.band})"
@@ -329,10 +327,9 @@ def render_report(result: PromotionResult, items, graders, max_new_tokens: int) 
         "point and the reruns' exact paired test tells it from noise (p < 0.05); > 5 points: hard fail.",
     ]
     if d.band == "unmeasured":
-        note = floor_note(d.base_items_decoded, d.suite_items) or \
-            f"the base model passes {d.base_pass_rate:.1%} of this suite"
-        lines.append(f"- NOT MEASURED: {note}, so no drop can show on it; the verdict rests on the goldens alone. "
-                     "Give `drift_suite` rows the base model passes (prompts in its own format) to measure drift.")
+        why, how = unmeasured_note(d)
+        lines.append(f"- NOT MEASURED: {why}, so no drop can show on it; the verdict rests on the goldens alone. "
+                     f"To see why and measure it: {how}.")
     if d.rerun_drops:
         lines.append(f"- Rerun (sampled decoding) drops by seed: {d.rerun_drops}; mean {d.rerun_mean_drop:+.1f} "
                      f"points; over every (item, seed) pair {d.rerun_lost} lost, {d.rerun_gained} gained, exact paired "

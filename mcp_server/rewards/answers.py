@@ -146,3 +146,23 @@ def same_answer(answer: str | None, gold, ignore_case: bool = False) -> bool:
 def values_in(text: str) -> set:
     """Every number the text writes, as digits or English words ("7", "seven", "twenty-one")."""
     return {as_number(m.group(), words=True) for m in _TOKEN.finditer(plain(text))} - {None}
+
+
+_EDGES = "\"'“”‘’.,;:!?()[]"
+
+
+def _words_of(text: str) -> str:
+    return " ".join(plain(text).casefold().split()).strip(_EDGES + " ")
+
+
+def first_line_answers(text: str, gold) -> bool:
+    """The drift suite's `text` grader, for a row whose answer is plain text ("Paris", "cold"): the reply's first
+    non-empty line, markdown emphasis peeled, case and whitespace folded, quotes and punctuation at its ends
+    dropped, is the answer, or begins or ends with it as whole words ("Paris", "**Paris.**", "Paris, France.",
+    "The capital of France is Paris."); an answer only on a later line, or inside a word ("Parisian"), fails."""
+    line = next((s for s in str(text).splitlines() if _words_of(s)), "")
+    said, answer = _words_of(line), _words_of(str(gold)) if gold is not None else ""
+    if not answer or not said:
+        return False
+    edge = re.escape(answer)
+    return re.match(rf"{edge}(?!\w)", said) is not None or re.search(rf"(?<!\w){edge}$", said) is not None
