@@ -1414,8 +1414,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "the config as loaded is not compared with the verified file: another epsilon, architecture class or end "
       "token swapped in during the load trains with the reviewed tensors"),
     M("r10-saved-weights-hash-unchecked", "gate", "mcp_server/inspection/loaded_weights.py",
-      "            if handle.sha256() != saved.get(relative):\n",
-      "            if handle.sha256() is None:\n",
+      "        if sha != saved.get(relative):\n",
+      "        if sha is None:\n",
       "a checkpoint's weight file is not held to the ledger's sha256 after the load: a file swapped after the "
       "resume's check, and kept, resumes the run from weights it never wrote"),
     M("r10-export-load-unchecked", "gate", "mcp_server/evaluation/checked_load.py",
