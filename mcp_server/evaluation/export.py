@@ -31,8 +31,8 @@ from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import archive_problem, atomic_write_text, tree_digest, tree_files
 
-EXPORT = ("to export that checkpoint as it is (export_model does not judge it: promote_checkpoint does, and without its "
-          "PROMOTE set allow_unpromoted, CLI --allow-unpromoted; the model card names the step the run stopped at)")
+EXPORT = ("to export that checkpoint as it is (export_model does not judge it: promote_checkpoint does, and without "
+          "its PROMOTE set allow_unpromoted, CLI --allow-unpromoted; the model card names the step the run stopped at)")
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
 
