@@ -28,8 +28,8 @@ import sys
 
 from pydantic import ValidationError
 
-from mcp_server.cli_flags import add_arguments, request_from
-from mcp_server.errors import UserInputError, closest_names, describe_failure
+from mcp_server.cli_flags import add_arguments, refuse_unknown_flags, request_from
+from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.interpreter import keep_caches_private
 from mcp_server.reporting import PIPE_EVERY_S, ProgressLines, silent
 from mcp_server.tools import TOOLS
@@ -92,25 +92,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only in (None, spec.command):
             add_arguments(p, spec)
     return parser
-
-
-def refuse_unknown_flags(parser: argparse.ArgumentParser, command: str, args: list[str]) -> None:
-    """A flag `command` does not take is refused with the nearest of its own flags (walk 12: `emit-config ... --gpus
-    cpu` got argparse's bare "unrecognized arguments: --gpus cpu", no word of --gpu), before argparse reads the
-    line: a misspelt required flag then gets the suggestion too, not only "required: --model". A flag is one of the
-    command's, or a prefix of exactly one (argparse's abbreviations; an ambiguous prefix is argparse's to name);
-    nothing after a bare "--" is a flag."""
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
-    flags = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
-    unknown = []
-    for arg in args[: args.index("--") if "--" in args else len(args)]:
-        flag = arg.split("=", 1)[0]
-        if flag.startswith("--") and flag != "--" and not any(f.startswith(flag) for f in flags):
-            close = closest_names(flag, flags)
-            unknown.append(flag + (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""))
-    if unknown:
-        sub.error(f"unrecognized arguments: {'; '.join(unknown)}: not {'flags' if len(unknown) > 1 else 'a flag'} "
-                  f"of {command} (`llm-finetuning {command} --help` lists them)")
 
 
 def _reader_gone() -> int:
