@@ -79,7 +79,7 @@ def test_a_succeeded_run_s_final_model_card_keeps_the_one_command(workspace):
     write_signed(run.train_begin, {"global_step": 0, "max_steps": 8})  # the trainer's evidence of a success
     append_signed(run.progress, {"step": 8})
     text = card(run, out, given=False)
-    assert "| Training step | step 8 of 8 (the run's final save) |" in text, text
+    assert "| Training step | step 8 of 8 (its output_dir) |" in text, text
     assert "| Run state at export | succeeded: trained 8 of 8 steps |" in text, text
     assert "Reproduce: `python train/train.py --config train/config.yaml` in the run directory (max_steps 8)." in text
 

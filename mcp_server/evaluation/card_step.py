@@ -61,7 +61,7 @@ def _of(n: int | None) -> str:
 def step_rows(at: CardStep) -> list[str]:
     """The card's table rows: the model's step and the run's state."""
     total = f" of {at.max_steps}" if at.max_steps else ""
-    where = f" ({at.checkpoint})" if at.checkpoint else " (the run's final save)"
+    where = f" ({at.checkpoint})" if at.checkpoint else " (its output_dir)"
     state = at.state
     if at.state == "stopped":
         state = f"stopped at {_of(at.stopped_at)}{total} (max_steps {at.max_steps or 'unset'})"
