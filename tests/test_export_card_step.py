@@ -64,7 +64,7 @@ def test_a_stopped_run_s_checkpoint_card_names_its_step_the_stop_and_how_to_trai
     run, ckpt = stopped_run(workspace, schedule)
     text = card(run, ckpt)
     assert "| Training step | step 3 of 8 (checkpoint-3) |" in text, text
-    assert "| Run state at export | stopped at step 3 of 8 (max_steps 8) |" in text, text
+    assert "| Run state at export | stopped at step 3 of 8 |" in text, text
     assert "**This is checkpoint-3 of a run stopped at step 3 of 8 steps" in text, text
     assert reproduce in text, text
     # the whole run's command is never offered as this model's reproduction

@@ -64,7 +64,7 @@ def step_rows(at: CardStep) -> list[str]:
     where = f" ({at.checkpoint})" if at.checkpoint else " (its output_dir)"
     state = at.state
     if at.state == "stopped":
-        state = f"stopped at {_of(at.stopped_at)}{total} (max_steps {at.max_steps or 'unset'})"
+        state = f"stopped at {_of(at.stopped_at)}{total}" + ("" if at.max_steps else " (max_steps unset)")
     elif at.state == "succeeded" and at.max_steps:
         state = f"succeeded: trained {at.max_steps} of {at.max_steps} steps"
     return [f"| Training step | {_of(at.step)}{total}{where} |", f"| Run state at export | {state} |"]
