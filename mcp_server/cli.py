@@ -28,7 +28,7 @@ import sys
 
 from pydantic import ValidationError
 
-from mcp_server.cli_flags import add_arguments, request_from
+from mcp_server.cli_flags import add_arguments, refuse_unknown_flags, request_from
 from mcp_server.errors import UserInputError, describe_failure
 from mcp_server.interpreter import keep_caches_private
 from mcp_server.reporting import PIPE_EVERY_S, ProgressLines, silent
@@ -208,7 +208,10 @@ def _result_apart() -> None:
 def _main(argv: list[str], process: bool = False) -> int:
     keep_caches_private()
     names = {spec.command for spec in TOOLS}
-    parser = build_parser(only=next((a for a in argv if a in names), "") if argv else "")
+    command = next((a for a in argv if a in names), "") if argv else ""
+    parser = build_parser(only=command)
+    if command:
+        refuse_unknown_flags(parser, command, argv[argv.index(command) + 1:])
     args = parser.parse_args(argv)
     if process and getattr(args, "json", False):
         _result_apart()

@@ -1,5 +1,6 @@
 """The CLI's flags from a tool's request model (see cli.py): a field `max_new_tokens` is the flag
-`--max-new-tokens`, typed, defaulted, bounded and described by the field; and the request read back from them."""
+`--max-new-tokens`, typed, defaulted, bounded and described by the field; the request read back from them; and a
+flag a command does not take refused with the nearest of its own."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticUndefined
 
-from mcp_server.errors import UserInputError, validation_message
+from mcp_server.errors import UserInputError, closest_names, validation_message
 from mcp_server.toolspec import Command, Flag, ToolSpec
 from mcp_server.userfiles import read_json
 
@@ -144,3 +145,23 @@ def request_from(spec: ToolSpec, args: argparse.Namespace):
         return spec.request.model_validate(data)
     except ValidationError as exc:
         raise UserInputError("request", validation_message(exc, spec.request, "request")) from None
+
+
+def refuse_unknown_flags(parser: argparse.ArgumentParser, command: str, args: list[str]) -> None:
+    """A flag `command` does not take is refused with the nearest of its own flags (walk 12: `emit-config ... --gpus
+    cpu` got argparse's bare "unrecognized arguments: --gpus cpu", no word of --gpu), before argparse reads the
+    line: a misspelt required flag then gets the suggestion too, not only "required: --model". A flag is one of the
+    command's, or a prefix of exactly one (argparse's abbreviations; an ambiguous prefix is argparse's to name);
+    nothing after a bare "--" is a flag."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    flags = [flag for action in sub._actions for flag in action.option_strings if flag.startswith("--")]
+    unknown = []
+    for arg in args[: args.index("--") if "--" in args else len(args)]:
+        flag = arg.split("=", 1)[0]
+        if flag.startswith("--") and flag != "--" and not any(f.startswith(flag) for f in flags):
+            close = closest_names(flag, flags)
+            unknown.append(flag + (f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""))
+    if unknown:
+        sub.error(f"unrecognized arguments: {'; '.join(unknown)}: not {'flags' if len(unknown) > 1 else 'a flag'} "
+                  f"of {command} (`llm-finetuning {command} --help` lists them)")
+

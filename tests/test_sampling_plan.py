@@ -17,6 +17,7 @@ from conftest import ROOT, checkout_env
 from mcp_server.emission.emit import emit_grpo_config
 from mcp_server.inspection.models import CPU_PROMPTS, RATE_PROMPTS, SampleRequest
 from mcp_server.inspection.sampling import sample_completions
+from mcp_server.inspection.tools import human_samples
 from mcp_server.recipe.models import GRPORecipeRequest
 from mcp_server.runs import Run
 
@@ -87,6 +88,15 @@ def test_a_stopped_sampling_is_continued_by_the_same_request(cpu_run):
     assert [m.split(";")[0] for m in seen if m.startswith("sampled ")] == [  # only the last call ran
         "sampled 5/5 prompts x 8, written to inspection/samples.partial.jsonl"], seen
     assert result.num_samples == 40 and cpu_run.samples.read_bytes() == whole
+    # walk 12: the plan, the end line and the CLI's summary count what this process generated, the reused apart
+    plan = next(m for m in seen if m.startswith("plan: "))
+    assert plan.startswith("plan: prompts 5-5 of 5 to generate (32 completions of prompts 1-4 reused from a stopped "
+                           f"pass of the same request): 1 prompts x 8 = 8 completions of up to {LIMIT} tokens"), plan
+    assert result.plan["completions"] == 8 and result.plan["reused_completions"] == 32, result.plan
+    assert any(m.startswith("generated 8 completions in ") and "(32 more reused)" in m for m in seen), seen
+    assert human_samples(result).splitlines()[0].startswith(
+        "Sampled 8 completions (prompts 5-5 of 5 x 8) with transformers in "), human_samples(result)
+    assert "; 32 more (prompts 1-4) reused from a stopped pass: 40 in the samples file" in human_samples(result)
     assert not cpu_run.samples_partial.exists() and not (cpu_run.inspection / "samples.partial.meta.json").exists()
 
 

@@ -20,6 +20,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.smollm2 import weights_note
 from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
 from mcp_server.generation import generate, render_prompt
+from mcp_server.evaluation.card_step import RUN, CardStep, card_step, reproduce, step_rows
 from mcp_server.evaluation.checked_load import load_checked
 from mcp_server.evaluation.models import ExportRequest, ExportResult
 from mcp_server.evaluation.provenance import Provenance, trained_provenance
@@ -30,6 +31,8 @@ from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
 from mcp_server.workspace import archive_problem, atomic_write_text, tree_digest, tree_files
 
+EXPORT = ("to export that checkpoint as it is (export_model does not judge it: promote_checkpoint does, and without "
+          "its PROMOTE set allow_unpromoted, CLI --allow-unpromoted; the model card names the step the run stopped at)")
 STAGES = 4  # load (and merge), greedy before, save, reload and compare
 
 
@@ -78,9 +81,10 @@ def _greedy(model, tokenizer, prompts: list, max_new_tokens: int) -> list[str]:
 
 
 def model_card(run: Run, base: str, trained: Provenance, promotion: dict | None, merged: bool,
-               ckpt_sha: str | None = None) -> str:
+               ckpt_sha: str | None = None, at: CardStep | None = None) -> str:
     """The card: what trained as the launch's signed record gives it (provenance.py), never the files as now
-    (rewards.json's reward names and weights included)."""
+    (rewards.json's reward names and weights included); `at`: the model's step, its run's state and how to train
+    that model again (card_step.py)."""
     verdict = (promotion or {}).get("verdict")
     config_sha, reward_sha, inspection = trained.config_sha256, trained.reward_code_sha256, trained.inspection
     gone = "unrecorded" if not trained.recorded else "unknown"
@@ -114,6 +118,7 @@ def model_card(run: Run, base: str, trained: Provenance, promotion: dict | None,
         f"| Base model | {report_name(base)} |",
         f"| Training config sha256 | `{config_sha or gone}` |",
         f"| Checkpoint content sha256 | `{ckpt_sha or 'unknown'}` |",
+        *(step_rows(at) if at else []),
         f"| Reward functions | {', '.join(reward_names) or gone} |",
         f"| Reward code sha256 | `{reward_sha or gone}` |",
         f"| Inspection verdict | {inspection_line} |",
@@ -130,7 +135,7 @@ def model_card(run: Run, base: str, trained: Provenance, promotion: dict | None,
         lines += ["", "## Provenance", "", *[f"- {note}" for note in trained.notes]]
     if verdict != "PROMOTE":
         lines += ["", "**This export was not promoted.** Do not ship it without reading the promotion report."]
-    lines += ["", "Reproduce: `python train/train.py --config train/config.yaml` in the run directory."]
+    lines += ["", *(reproduce(at) if at else [f"Reproduce: {RUN}."])]
     return "\n".join(lines) + "\n"
 
 
@@ -189,7 +194,7 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     try:
         config, base, ckpt = run.trained_model(request.checkpoint)
     except UserInputError:  # no model there: a run still training (or failed) is named by its state (issue 49)
-        refusal = state_refusal(run, bool(request.checkpoint))[1]
+        refusal = state_refusal(run, bool(request.checkpoint), EXPORT)[1]
         if refusal is not None:
             raise refusal from None
         raise
@@ -238,8 +243,8 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         report(2, STAGES, f"saving safetensors, tokenizer and model card; after the save {work.left()}")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        atomic_write_text(tmp / "README.md", model_card(run, base, trained, promotion, merged,
-                                                       ckpt_sha))
+        atomic_write_text(tmp / "README.md", model_card(run, base, trained, promotion, merged, ckpt_sha,
+                                                       card_step(run, config, ckpt, bool(request.checkpoint))))
         modes_as_umask(tmp)
         work = work.saved(time.monotonic())
         report(3, STAGES, f"reloading the export and comparing greedy outputs: {work.left()}")

@@ -139,9 +139,13 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     return result
 
 
-def state_refusal(run: Run, given: bool) -> tuple[str, UserInputError | None]:
+JUDGE = "to judge that checkpoint"
+
+
+def state_refusal(run: Run, given: bool, then: str = JUDGE) -> tuple[str, UserInputError | None]:
     """(the run's state, why its model may not be judged in it): the output_dir only once the run succeeded (or
-    never launched); a checkpoint given also of a stopped run."""
+    never launched); a checkpoint given also of a stopped run. `then`: what giving a checkpoint does (export_model
+    gives its own: it does not judge; walk 12)."""
     state = derive_state(run).state
     allowed = ("succeeded", "stopped", "not_launched") if given else ("succeeded", "not_launched")
     if state in allowed:
@@ -149,7 +153,7 @@ def state_refusal(run: Run, given: bool) -> tuple[str, UserInputError | None]:
     what = "its checkpoints are no finished model" if given else "its output_dir is no finished model of this attempt"
     return state, UserInputError("run", f"{run.name} is {state}, not succeeded: {what}. Wait for it "
                                  "(training_status) or resume it" + ("" if given else ", or give checkpoint (a "
-                                 "checkpoint-N folder of a stopped run) to judge that checkpoint"))
+                                 "checkpoint-N folder of a stopped run) " + then))
 
 
 def checkpoint_refusal(run: Run, config: dict, ckpt: Path, given: bool) -> UserInputError | None:

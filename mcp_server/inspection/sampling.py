@@ -34,7 +34,7 @@ from mcp_server.inspection.models import MIN_REVIEW_SAMPLES, RATE_PROMPTS, Sampl
 from mcp_server.inspection.pins import config_pins, data_pin, model_pin
 from mcp_server.inspection.sample_files import (continued, explored_note, finished, keeper, kept_note, outputs,
                                                 sample_records, sampled_request, write_samples_meta)
-from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, finished_line, model_size, sampling_plan
+from mcp_server.inspection.sampling_plan import Progress, default_num_prompts, finished_line, model_size, plan_left
 from mcp_server.inspection.training_inputs import (load_training_inputs, loadable_model, loaded_revision,
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import engine_name, fields_in, sampler
@@ -377,21 +377,21 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
     prompts = [rows[i][prompt_column] for i in row_indices]
-    plan = sampling_plan(k, settings["n"], settings["max_new_tokens"], request.batch_size, engine, on_gpu,
-                         _threads(), *model_size(model_ref))
-    report(0, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)"
-                 + _too_few_note(k, settings["n"], len(rows)))
     pin, loads = compared["used"]["model"], settings.get("load_kwargs")  # what samples is the pin's: round 18, b06
-    loaded = [] if engine == "vllm" else [load_pinned(model_ref, pin, loads, "sampled")]  # popped where it samples
-    tokenizer = loaded[0][1] if loaded else pinned_tokenizer(model_ref, pin, loads)
+    tokenizer = pinned_tokenizer(model_ref, pin, loads)
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
     warnings = _plain_prompts_warnings(tokenizer, conversational, model_ref)
-    for warning in warnings:
-        report(0, k, f"warning: {warning}")
     partial = run.inside(files["partial"])
-    progress = Progress(report, plan, partial.relative_to(run.dir).as_posix())
     asked = sampled_request(compared["used"], settings, texts, row_indices, engine, request.batch_size, _threads())
     kept = continued(partial, asked, settings["n"], engine, report, k)  # a stopped pass of this request, or None
+    reused = len(kept[0]) if kept else 0  # the plan counts what this process generates
+    plan = plan_left(k, reused, settings["n"], settings["max_new_tokens"], request.batch_size, engine, on_gpu,
+                     _threads(), *model_size(model_ref))
+    report(reused, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)"
+                      + _too_few_note(k, settings["n"], len(rows)))
+    [report(reused, k, f"warning: {warning}") for warning in warnings]
+    loaded = [] if engine == "vllm" else [load_pinned(model_ref, pin, loads, "sampled")]  # popped where it samples
+    progress = Progress(report, plan, partial.relative_to(run.dir).as_posix())
     keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational, asked, kept)
     started = time.perf_counter()
     groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep, kept, loaded)

@@ -127,11 +127,33 @@ def sampling_plan(num_prompts: int, n: int, max_new_tokens: int, batch_size: int
             None if seconds is None else round(seconds, 1), "text": text}
 
 
+def plan_left(total: int, reused: int, n: int, max_new_tokens: int, batch_size: int, *args) -> dict:
+    """The plan of what this process generates: sampling_plan (`args`: its engine, on_gpu, threads, params ...)
+    for the `total` prompts less the `reused` ones a stopped pass of the same request kept (whole calls), with those
+    counted apart (walk 12: after "reusing 64 completions" the plan said 128 to decode, and the end "Sampled 128
+    completions ... in 322.5s" of a process that generated 64). `total_prompts` and `total_calls`: the whole
+    pass's, which the progress lines count in."""
+    per_call = max(1, batch_size // n)
+    whole = {"total_prompts": total, "total_calls": math.ceil(total / per_call), "reused_prompts": reused,
+             "reused_completions": reused * n}
+    if not reused:
+        return {**sampling_plan(total, n, max_new_tokens, batch_size, *args), **whole}
+    kept = f"{reused * n} completions of prompts 1-{reused} reused from a stopped pass of the same request"
+    if reused >= total:
+        return {"num_prompts": 0, "n": n, "completions": 0, "generate_calls": 0, "estimated_seconds": None,
+                "estimated_seconds_at_most": None, "load": None, "max_new_tokens": max_new_tokens, **whole,
+                "text": f"{kept}; nothing left to generate"}
+    plan = sampling_plan(total - reused, n, max_new_tokens, batch_size, *args)
+    return {**plan, **whole, "text": f"prompts {reused + 1}-{total} of {total} to generate ({kept}): "
+            + plan["text"]}
+
+
 def finished_line(plan: dict, progress: Progress, seconds: float) -> str:
     """The line sampling ends with: the time it took, loading and decoding apart where the model was loaded here (the
     plan's figures are decoding's; issue 49's seventh walk compared "at most 14.7 s" with a 33.3 s that held the
     model's loading), against the plan."""
-    text = f"generated {plan['completions']} completions in {seconds:.1f} s"
+    text = f"generated {plan['completions']} completions in {seconds:.1f} s" + (
+        f" ({plan['reused_completions']} more reused)" if plan.get("reused_completions") else "")
     bound = plan["estimated_seconds_at_most"]
     if progress.loaded_at is None:
         return text + ("" if bound is None else f" (planned at most {bound} s)")
@@ -151,7 +173,8 @@ class Progress(DecodeProgress):
     def __init__(self, report: Report, plan: dict, partial: str = "inspection/samples.partial.jsonl"):
         """`partial`: the file each finished call is appended to, as the run names it (a launched run's
         exploration writes inspection/explore-<n>/samples.partial.jsonl)."""
-        super().__init__(report, plan["num_prompts"], plan["generate_calls"], plan["max_new_tokens"], "sampling",
+        super().__init__(report, plan.get("total_prompts", plan["num_prompts"]),  # the whole pass's (plan_left)
+                         plan.get("total_calls", plan["generate_calls"]), plan["max_new_tokens"], "sampling",
                          f"sampled {{done}}/{{total}} prompts x {plan['n']}, written to "
                          + partial.replace("{", "{{").replace("}", "}}"))  # a template: the path's braces kept
         self.plan, self.partial = plan, partial

@@ -60,11 +60,22 @@ def _model_line(model: str) -> str:
     return model if name == model else f"{name} (loaded from {model})"
 
 
+def _sampled_line(r: SampleResult) -> str:
+    """What this process sampled and in how long; a stopped pass's completions it reused apart (walk 12: "Sampled
+    128 completions ... in 322.5s" of a process that generated 64 and reused 64)."""
+    reused, kept = r.plan.get("reused_completions") or 0, r.plan.get("reused_prompts") or 0
+    if not reused:
+        return (f"Sampled {r.num_samples} completions ({r.num_prompts} prompts x {r.n}) with {r.engine} in "
+                f"{r.seconds:.1f}s")
+    return (f"Sampled {r.num_samples - reused} completions (prompts {kept + 1}-{r.num_prompts} of {r.num_prompts} x "
+            f"{r.n}) with {r.engine} in {r.seconds:.1f}s; {reused} more (prompts 1-{kept}) reused from a stopped "
+            f"pass: {r.num_samples} in the samples file")
+
+
 def human_samples(r: SampleResult) -> str:
     return "\n".join(
         [
-            f"Sampled {r.num_samples} completions ({r.num_prompts} prompts x {r.n}) with {r.engine} in "
-            f"{r.seconds:.1f}s",
+            _sampled_line(r),
             f"  model:     {_model_line(r.model)}",
             f"  plan:      {r.plan.get('text', '')}",
             f"  samples:   {r.samples_path}",
