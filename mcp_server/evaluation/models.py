@@ -107,10 +107,8 @@ class PromoteRequest(Request):
     )
     drift_suite: PathText | None = Field(
         default=None,
-        description="Frozen drift suite (JSONL rows with `prompt`, `answer` and optionally `grader`: "
-        "'correctness' (default: one <answer> tag holding the answer), 'format', 'number' (the plain reply's final "
-        "stated answer) or 'text' (the reply's first line is, begins or ends with the answer; docs/guide.md). "
-        "Default: the embedded suite for the tiny task family (mcp_server/evaluation/drift_tiny.jsonl).",
+        description="Frozen drift suite: JSONL rows with `prompt`, `answer`, optional `grader` (correctness, the "
+        "default, reads an <answer> tag; format; number; text: docs/guide.md). Default: the tiny task's suite.",
     )
     rerun_seeds: list[int] = Field(
         default_factory=lambda: [1, 2, 3],

@@ -129,11 +129,9 @@ class GRPORecipeRequest(Request):
     )
     report_to: list[Literal["trackio", "wandb", "mlflow", "tensorboard"]] = Field(
         default_factory=list,
-        description="Where training also logs, beside this project's own progress file (train/logs/progress.jsonl): "
-        "trackio (a local dashboard, `trackio show`; kept off the Hub), wandb (set WANDB_MODE=offline to keep it "
-        "local, `wandb sync` later), mlflow (a local SQLite store, `mlflow ui`), each under the run's trackers/ "
-        "folder; tensorboard (event files under the checkpoints folder). Each needs its package "
-        "in the training environment. Default: none.",
+        description="Where training also logs, beside train/logs/progress.jsonl: trackio (`trackio show`, off the "
+        "Hub), wandb (WANDB_MODE=offline keeps it local), mlflow (local SQLite, `mlflow ui`), each under the run's "
+        "trackers/; tensorboard (under checkpoints/). Each needs its package in the training environment.",
     )
     environment: Name | None = Field(
         default=None,

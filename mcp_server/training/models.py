@@ -30,9 +30,8 @@ Strategy = Literal["auto", "single", "ddp", "zero2", "zero3", "fsdp"]
 class PrepareRequest(Request):
     path: PathText | None = Field(
         default=None,
-        description="Where to build the training environment: a new or empty folder, or one this tool built "
-        "(rebuilt from nothing); any other folder, a virtual environment of your own included, is refused. Default: "
-        "<user data dir>/llm-finetuning/training-venv (XDG_DATA_HOME, else ~/.local/share).",
+        description="Where to build the training environment: a new or empty folder, or one this tool built; "
+        "any other (your own venv too) is refused. Default: <user data dir>/llm-finetuning/training-venv.",
     )
     torch_spec: Name | None = Field(
         default=None,
@@ -243,11 +242,10 @@ class RunRequest(Request):
     )
     refilter: DifficultyFilter | None = Field(
         default=None,
-        description="resume_training only: re-filter the data from the completions the run itself logged "
-        "(log_completions: true) by the difficulty filter's rule: prompts its logged completions always or never "
-        "solved are dropped into a new data/refilter-<n>/kept.jsonl (its record.json says what went and why), "
-        "which train/config.yaml then trains on and the inspection verdict records as its data. Refused, with "
-        "nothing written, when the run logged no completions or the rule would drop every prompt.",
+        description="resume_training only: re-filter the data by the completions the run logged "
+        "(log_completions: true): prompts always or never solved are dropped; the rest, in a new "
+        "data/refilter-<n>/kept.jsonl (record.json says why), is what trains and what the verdict records. Refused, "
+        "writing nothing, when no completions were logged or every prompt would go.",
     )
 
 
