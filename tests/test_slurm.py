@@ -137,6 +137,18 @@ def end_held_ranks(run_dir: Path, timeout: float = 60) -> None:
     raise AssertionError(f"training processes of {run_dir.name} still alive after {timeout:.0f} s: {left}")
 
 
+def set_hold(path: Path) -> None:
+    """The hold, as a UNIX socket's name: the held reward looks at it from its second training call on, which the
+    review never does; the trainer's read check pins no socket (what a file holds is no input there), and a look
+    at an absent path passes, so holding and releasing change nothing the verdict reviewed (a regular file there
+    was refused as "never read when the rewards were reviewed")."""
+    import socket
+
+    path.unlink(missing_ok=True)
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))  # the name stays after the socket closes, until unlinked
+
+
 def hold() -> Path:
     return Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
 
@@ -205,7 +217,7 @@ def test_bad_cluster_input_is_one_line_before_anything_is_submitted(cluster, ws,
 def test_a_two_node_run_pending_then_running_with_progress_requeued_resumes_by_itself_and_completes(cluster, run_dir,
                                                                                                   tmp_path):
     hold = Path(os.environ["LLM_FINETUNING_TEST_HOLD"])
-    hold.touch()  # the run holds after its first step until the file goes
+    set_hold(hold)  # the run holds after its first step until the file goes
     blocker = cluster.run("sbatch", "--parsable", "--exclusive", "-N2", "--job-name=blocker", "--output=/dev/null",
                           "--wrap=sleep 600")
     blocker_id = blocker.stdout.strip()
@@ -302,7 +314,7 @@ def test_stop_saves_a_checkpoint_resume_continues_a_killed_node_fails_the_job_an
     from mcp_server.training.models import RunRequest, StopRequest
     from mcp_server.training.status import stop_training
 
-    hold().touch()
+    set_hold(hold())
     first = launch(run_dir, archive_previous=True, requeue=False)
     assert first.launched and "#SBATCH --no-requeue" in (run_dir / "train" / "launch.slurm").read_text()
     wait_running_at_step(run_dir, 1)  # both ranks now wait in step 2's reward until the hold goes
@@ -323,7 +335,7 @@ def test_stop_saves_a_checkpoint_resume_continues_a_killed_node_fails_the_job_an
     # the job ended by itself after the save; a rank leaving the rendezvous after it may end the job FAILED
     assert status(run_dir).job["scheduler_state"] in ("COMPLETED", "FAILED")
 
-    hold().touch()
+    set_hold(hold())
     second = resume_training(RunRequest(run=str(run_dir)))
     assert second.launched and second.job_id != first.job_id and second.resumed_from == stopped.checkpoint
     wait_running_at_step(run_dir, 3)  # step 3 logged, step 4 held
