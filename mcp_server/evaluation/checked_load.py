@@ -74,7 +74,8 @@ def _tokenizer_problems(tokenizer, held: dict[str, bytes]) -> list[str]:
         return [str(exc)]
 
 
-def hashed_load(ckpt: Path) -> tuple[str, tuple]:
-    """(the checkpoint's content hash, workspace.sha256_tree's; its load_checked model and tokenizer)."""
-    files = tree_files(ckpt)
+def hashed_load(ckpt: Path, files: dict[str, str] | None = None) -> tuple[str, tuple]:
+    """(the checkpoint's content hash, workspace.sha256_tree's; its load_checked model and tokenizer). `files`:
+    tree_files(ckpt) when the caller already hashed them (and held them to its ledger)."""
+    files = tree_files(ckpt) if files is None else files
     return tree_digest(files), load_checked(ckpt, files)

@@ -38,7 +38,7 @@ from mcp_server.evaluation.baseline_choice import PROMOTION, choose_baseline, pr
 from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
 from mcp_server.evaluation.grader_replay import baseline_goldens, regrade_after
 from mcp_server.evaluation.paired import compare_paired
-from mcp_server.evaluation.checked_load import load_checked
+from mcp_server.evaluation.checked_load import hashed_load
 from mcp_server.model_ref import report_name, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reads
@@ -53,8 +53,7 @@ from mcp_server.evaluation.drift import (
     unmeasured_note,
     stage_report,
 )
-from mcp_server.workspace import (atomic_write_json, atomic_write_text, eval_root, sha256_file, tree_digest,
-                                  tree_files)
+from mcp_server.workspace import (atomic_write_json, atomic_write_text, eval_root, sha256_file, tree_files)
 
 # ---------------------------------------------------------------- the tool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
@@ -190,7 +189,7 @@ def _recorded_load(run: Run, ckpt: Path, given: bool, launched: bool) -> tuple[s
     if problems:
         raise UserInputError("checkpoint", f"{ckpt} is not the model the run's trainer saved: "
                              + "; ".join(problems[:5]) + ". Restore it as saved, or judge another checkpoint")
-    return tree_digest(files), load_checked(ckpt, files)
+    return hashed_load(ckpt, files)
 
 
 def promotion_problems(promotion: dict) -> list[str]:
