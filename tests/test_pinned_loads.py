@@ -113,6 +113,28 @@ def test_samples_for_review_are_the_pinned_models(workspace, tiny_model, monkeyp
     assert log and not (run_dir / "inspection" / "samples.jsonl").exists()
 
 
+def test_sampling_reads_the_pinned_tokenizer_once(workspace, tiny_model, monkeypatch):
+    """sample_completions takes the pinned tokenizer for its plan (the prompts it renders) and hands that one to the
+    model's pinned load: the tokenizer is loaded from one verified private copy, not from a second read."""
+    from transformers import AutoTokenizer
+
+    from mcp_server.inspection.models import SampleRequest
+    from mcp_server.inspection.sampling import sample_completions
+    from support import emit_run
+
+    model = Path(shutil.copytree(tiny_model, workspace / "model"))
+    run_dir = emit_run("once", model=str(model))
+    real, loads = AutoTokenizer.from_pretrained, []
+
+    def counted(ref, *args, **kwargs):
+        loads.append(str(ref))
+        return real(ref, *args, **kwargs)
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", counted)
+    result = sample_completions(SampleRequest(run=str(run_dir), num_prompts=2, engine="transformers"))
+    assert result.num_samples == 2 * result.n and (run_dir / "inspection" / "samples.jsonl").is_file()
+    assert len([ref for ref in loads if "llm-finetuning-pinned-" in ref]) == 1, loads
+
+
 SWAP_ENV = '''import os, shutil
 from pathlib import Path
 

@@ -34,10 +34,11 @@ def pinned_folder(model_ref, pin: dict | None) -> Path | None:
     return hub_snapshot(str(pin.get("model") or model_ref), None if revision in (None, "main") else revision)
 
 
-def load_pinned(model_ref, pin: dict | None, loads: dict | None = None, what: str = "measured"):
+def load_pinned(model_ref, pin: dict | None, loads: dict | None = None, what: str = "measured", tokenizer=None):
     """(model, tokenizer) in eval mode of `model_ref` as `pin` (model_pin, trained_model) hashed it; `loads`:
-    from_pretrained's file-choosing arguments (the pin's own "loads" when None). UserInputError("model") naming
-    what changed while it loaded; nothing was `what` then. A pin without files loads plainly (load_model)."""
+    from_pretrained's file-choosing arguments (the pin's own "loads" when None); `tokenizer`: one pinned_tokenizer
+    already took from this pin (not read again). UserInputError("model") naming what changed while it loaded;
+    nothing was `what` then. A pin without files loads plainly (load_model)."""
     from transformers import AutoTokenizer
 
     from mcp_server.inspection.loaded_weights import loaded_weight_problems, verified_copy
@@ -48,10 +49,11 @@ def load_pinned(model_ref, pin: dict | None, loads: dict | None = None, what: st
         return load_model(model_ref, **loads)
     private = tempfile.mkdtemp(prefix="llm-finetuning-pinned-")
     try:
-        problems = [p for p in [verified_copy(folder, model_content(pin), loads, private)] if p]
+        problems = [] if tokenizer is not None else [
+            p for p in [verified_copy(folder, model_content(pin), loads, private)] if p]
         if not problems:
             model = load_model(folder, **loads)[0]
-            tokenizer = AutoTokenizer.from_pretrained(private)
+            tokenizer = AutoTokenizer.from_pretrained(private) if tokenizer is None else tokenizer
             problems = loaded_weight_problems([model], folder, model_content(pin), loads)
     finally:
         shutil.rmtree(private, ignore_errors=True)

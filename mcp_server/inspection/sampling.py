@@ -390,7 +390,7 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     report(reused, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)"
                       + _too_few_note(k, settings["n"], len(rows)))
     [report(reused, k, f"warning: {warning}") for warning in warnings]
-    loaded = [] if engine == "vllm" else [load_pinned(model_ref, pin, loads, "sampled")]  # popped where it samples
+    loaded = [] if engine == "vllm" else [load_pinned(model_ref, pin, loads, "sampled", tokenizer)]  # popped there
     progress = Progress(report, plan, partial.relative_to(run.dir).as_posix())
     keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational, asked, kept)
     started = time.perf_counter()
