@@ -257,15 +257,18 @@ def generate(
     return [group[0]["text"] for group in groups]
 
 
-def generate_vllm(model_ref, texts: list[str], settings: dict, params: dict) -> list[list[dict]]:
+def generate_vllm(model_ref, texts: list[str], settings: dict, params: dict, tokenizer=None, loaded=None,
+                  **engine) -> list[list[dict]]:
     """The same dicts with vLLM (a GPU, or vLLM's CPU build). Prompts go in as token ids so both engines see the same
     tokens. `params`: the sampling settings by SamplingParams' names (inspection.sampling.engine_options, from
-    config.fields); `settings`: seed, generation_kwargs."""
+    config.fields); `settings`: seed, generation_kwargs; `tokenizer`: the one that tokenizes the prompts (None:
+    `model_ref`'s); `loaded()`: called once the engine holds the model, before anything is sampled (it raises to
+    refuse); `engine`: more of LLM's arguments (a load_format)."""
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
     from vllm.platforms import current_platform
 
-    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    tokenizer = AutoTokenizer.from_pretrained(model_ref) if tokenizer is None else tokenizer
     prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     if current_platform.is_cpu():
         from mcp_server.kernel_sets import compile_cache_per_kernel_set
@@ -273,10 +276,9 @@ def generate_vllm(model_ref, texts: list[str], settings: dict, params: dict) -> 
         compile_cache_per_kernel_set()  # vLLM's CPU sampler is compiled: one cache per forced CPU kernel set
         # The share is of the host's RAM there (vLLM's CPU worker), and compiling the model would take longer than
         # sampling: eager, a tenth of the RAM.
-        llm = LLM(model=str(model_ref), seed=settings["seed"], gpu_memory_utilization=0.1, enforce_eager=True)
-    else:
-        # Half the GPU: the server may share it; sampling 50-100 completions needs little KV cache.
-        llm = LLM(model=str(model_ref), seed=settings["seed"], gpu_memory_utilization=0.5)
+        engine = {"gpu_memory_utilization": 0.1, "enforce_eager": True, **engine}
+    # Half the GPU: the server may share it; sampling 50-100 completions needs little KV cache.
+    llm = LLM(model=str(model_ref), seed=settings["seed"], **{"gpu_memory_utilization": 0.5, **engine})
     params = dict(params)
     if params.get("top_k", 1) <= 0:  # TRL's 0 (off) is vLLM's -1
         params["top_k"] = -1
@@ -286,6 +288,8 @@ def generate_vllm(model_ref, texts: list[str], settings: dict, params: dict) -> 
         **(settings.get("generation_kwargs") or {}),  # the config's generation_kwargs, as TRL passes them to vLLM
     )
     try:
+        if loaded is not None:
+            loaded()
         outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompt_ids], params)
     finally:
         del llm

@@ -167,3 +167,71 @@ def test_check_environment_reports_the_cpu_vllm_inside_trls_window(ws):
 
     assert version.endswith("+cpu") and release(window[0]) <= release(version) <= release(window[1]), report
     assert not [w for w in report.get("warnings", []) + report.get("blockers", []) if "outside the versions" in w]
+
+
+# Runs in the vLLM interpreter (the training one, so sample_completions samples in this process): vLLM's engine, when
+# made, starts with other weights renamed over the pinned model's file, put back once it holds the model (b06's
+# racer at its exact point: after the plan's pinned read, for vLLM's load); then a sampling with nothing swapped.
+SWAP_AT_VLLM_LOAD = """import json, os, sys
+from pathlib import Path
+
+import vllm
+
+from mcp_server.errors import UserInputError
+from mcp_server.inspection.models import SampleRequest
+from mcp_server.inspection.sampling import sample_completions
+
+run, target, evil = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]).read_bytes()
+real = vllm.LLM.__init__
+
+
+def rename_over(data):
+    staged = target.with_name(".staged")
+    staged.write_bytes(data)
+    os.replace(staged, target)
+
+
+def swapped(self, *args, **kwargs):
+    vllm.LLM.__init__ = real
+    good = target.read_bytes()
+    rename_over(evil)
+    try:
+        real(self, *args, **kwargs)
+    finally:
+        rename_over(good)
+
+
+vllm.LLM.__init__ = swapped
+for case in ("swapped", "plain"):
+    try:
+        result = sample_completions(SampleRequest(run=run, num_prompts=2, engine="vllm"))
+        print(case, json.dumps({"sampled": result.num_samples}), flush=True)
+    except UserInputError as exc:
+        print(case, json.dumps({"refused": str(exc), "samples": (Path(run) / "inspection" / "samples.jsonl").exists()}),
+              flush=True)
+"""
+
+
+def test_vllm_samples_the_pinned_weights_not_a_file_renamed_over_them_for_its_load(ws, vllm_python):
+    """b06's vLLM form: sample_completions pins the run's model folder, then vLLM loads it. Weights renamed over
+    model.safetensors for vLLM's load and put back once it holds the model are refused, naming the file, with no
+    samples for a review (vLLM loads the tensors of one read whose digest is the pin, its config and tokenizer from
+    the verified bytes); with nothing swapped the same door samples."""
+    import shutil
+
+    from test_loaded_is_what_was_checked import _evil_weights
+
+    root, twin = ws
+    model = Path(shutil.copytree(twin, root / "pinned-twin"))
+    run_dir = emit("pinned-vllm", str(model), vllm_mode="colocate", vllm_gpu_memory_utilization=0.1)
+    evil = root / "evil.safetensors"
+    evil.write_bytes(_evil_weights(model / "model.safetensors"))
+    env = {**os.environ, "LLM_FINETUNING_PYTHON": vllm_python, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([vllm_python, "-c", SWAP_AT_VLLM_LOAD, str(run_dir), str(model / "model.safetensors"),
+                           str(evil)], capture_output=True, text=True, timeout=900, env=env, cwd=root)
+    said = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("swapped ", "plain ")))
+    assert proc.returncode == 0 and set(said) == {"swapped", "plain"}, proc.stdout[-3000:] + proc.stderr[-6000:]
+    refused = json.loads(said["swapped"])
+    assert "nothing was sampled" in refused.get("refused", "") and not refused["samples"], said
+    assert "model.safetensors is not the file pinned" in refused["refused"], said
+    assert json.loads(said["plain"]) == {"sampled": 2 * 4}, said  # 2 prompts, 4 completions each

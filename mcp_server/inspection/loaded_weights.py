@@ -253,14 +253,14 @@ def own_memory(model) -> int:
 
 
 def _read_folder(folder: Path, models: list, loads: dict | None, copy_to: Path | None = None,
-                 held: dict | None = None) -> tuple[str, list[str], list]:
+                 held: dict | None = None, pins: dict | None = None) -> tuple[str, list[str], list]:
     """(the folder's files digest as pins.model_pin takes it, the weight files, each model's comparison state):
     every file opened once; a weight file's tensors compared from that descriptor (a small file: from the bytes
     hashed), then closed: one file's bytes and one tensor in memory at a time. `copy_to`: every file but the
     weights also written there (private_copy.write_private), from the bytes that read pinned (verified_copy), and
-    kept in `held` ({relative: bytes})."""
+    kept in `held` ({relative: bytes}); each file's pin put in `pins` ({relative: pin})."""
     paths = {str(p.relative_to(folder)): p for p in folder.rglob("*") if p.is_file()}
-    pins, opened = {}, {}
+    pins, opened = {} if pins is None else pins, {}
 
     def read_index(name: str) -> bytes:
         opened[name] = _Opened(paths[name])
@@ -282,10 +282,15 @@ def _read_folder(folder: Path, models: list, loads: dict | None, copy_to: Path |
                         state[3].append(f"{relative}: unreadable as weights ({type(exc).__name__})")
         finally:
             handle.close()
+    return folder_digest(paths, pins), files, states
+
+
+def folder_digest(paths: dict[str, Path], pins: dict[str, str]) -> str:
+    """The folder's files digest as pins.model_pin takes it, from each file's pin ({relative: pin})."""
     digest = hashlib.sha256()
     for relative in sorted(paths, key=lambda r: paths[r]):  # pins._tree's order: by path
         digest.update(relative.encode() + b"\0" + pins[relative].encode())
-    return digest.hexdigest(), files, states
+    return digest.hexdigest()
 
 
 # Files no tokenizer, processor or config reads: the weights (verified_copy leaves them out).
@@ -305,7 +310,7 @@ def _copy_out(handle: _Opened, into: Path | None, relative: str, held: dict | No
 
 
 def verified_copy(folder: str | Path, files_sha256: str | dict | None, loads: dict | None,
-                  into: str | Path, held: dict | None = None) -> str | None:
+                  into: str | Path, held: dict | None = None, pins: dict | None = None) -> str | None:
     """Write every file of `folder` but its weights (tokenizer, chat template, processor, config and generation
     config files) into `into`, a private folder, from ONE read of each whose folder pin is `files_sha256` (round
     10, G1): a tokenizer loaded from `into` is the verified bytes, whatever is renamed over the folder's files
@@ -313,13 +318,13 @@ def verified_copy(folder: str | Path, files_sha256: str | dict | None, loads: di
     own sha256, and its weight files linked (`into` then loads as the model; saved_weight_problems checks what
     loaded from them). Each file is created in `into` (private_copy.write_private: one planted there first is
     refused, never written through) and its bytes kept in `held` ({relative: bytes}: what the load is compared
-    with after, private_copy.held_load). Returns why not (a pin differs, a file could not be read or was planted),
-    None when `into` holds them."""
+    with after, private_copy.held_load), each file's pin in `pins`. Returns why not (a pin differs, a file could
+    not be read or was planted), None when `into` holds them."""
     folder = Path(folder)
     try:
         if isinstance(files_sha256, dict):
             return _copy_listed(folder, files_sha256, Path(into), held)
-        digest, _, _ = _read_folder(folder, [], loads, copy_to=Path(into), held=held)
+        digest, _, _ = _read_folder(folder, [], loads, copy_to=Path(into), held=held, pins=pins)
     except PlantedFile as exc:
         return str(exc)
     except (OSError, ValueError, KeyError) as exc:

@@ -65,10 +65,11 @@ def load_pinned(model_ref, pin: dict | None, loads: dict | None = None, what: st
     return model.eval(), tokenizer
 
 
-def pinned_tokenizer(model_ref, pin: dict | None, loads: dict | None = None):
+def pinned_tokenizer(model_ref, pin: dict | None, loads: dict | None = None, verified: dict | None = None):
     """The tokenizer (chat template included) of `model_ref` from a private copy of its folder's non-weight files
     whose one read is `pin` (verified_copy), where another engine loads the weights (vLLM); UserInputError as
-    load_pinned's. A pin without files: from `model_ref` itself."""
+    load_pinned's. A pin without files: from `model_ref` itself. `verified`: given a dict, that read's non-weight
+    files' bytes put in it as "files" and every file's pin as "pins" (what pinned_vllm loads vLLM's config from)."""
     from transformers import AutoTokenizer
 
     from mcp_server.inspection.loaded_weights import verified_copy
@@ -79,7 +80,9 @@ def pinned_tokenizer(model_ref, pin: dict | None, loads: dict | None = None):
     loads = dict((pin or {}).get("loads") or {}) if loads is None else dict(loads)
     private = tempfile.mkdtemp(prefix="llm-finetuning-pinned-")
     try:
-        problem = verified_copy(folder, model_content(pin), loads, private)
+        verified = {} if verified is None else verified
+        verified.update(files={}, pins={})
+        problem = verified_copy(folder, model_content(pin), loads, private, verified["files"], verified["pins"])
         if problem is None:
             return AutoTokenizer.from_pretrained(private)
     finally:

@@ -6,7 +6,8 @@ defaults), so what a person reads is what GRPO sees. A run with its train/train.
 loader (inspection.training_inputs: its rows, its prompt column, TRL's resolved settings, the model resolved in the
 run directory), and samples.meta.json's "trained" records what that loader read, for the verdict to pin and the
 trainer to compare with its own. Generation: transformers `generate`, batched, of the model pinned_load checked in
-memory against the pin recorded; vLLM when installed and a GPU is present.
+memory against the pin recorded; vLLM (pinned_vllm: the weights of one read whose digest is the pin) when
+installed and a GPU is present.
 
 samples.meta.json records what was sampled and how it differs from the run's config ("differs_from_config"):
 only samples drawn as training would draw them (the configured model, data, prompt column and sampling
@@ -39,8 +40,9 @@ from mcp_server.inspection.training_inputs import (load_training_inputs, loadabl
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import engine_name, fields_in, sampler
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.generation import generate_completions, generate_vllm, plain_prompts_warning, render_prompt
+from mcp_server.generation import generate_completions, plain_prompts_warning, render_prompt
 from mcp_server.inspection.pinned_load import load_pinned, pinned_tokenizer
+from mcp_server.inspection.pinned_vllm import sample_pinned_vllm
 from mcp_server.model_ref import BUILT_IN, release_gpu, resolve_loadable, shown_name
 from mcp_server.recipe.recorded import read_recorded
 from mcp_server.reporting import Report, silent
@@ -348,11 +350,7 @@ def _generate(engine: str, model_ref, texts, settings: dict, batch_size, report:
     """Each prompt's group of completions, from the engine chosen (`kept`: a stopped pass's, continued)."""
     if engine != "vllm":
         return _generate_transformers(loaded, texts, settings, batch_size, report, progress, keep, kept)
-    if settings.get("load_kwargs"):
-        raise UserInputError("engine", f"model_init_kwargs {settings['load_kwargs']} choose which of the model's "
-                             "files the trainer loads, and vLLM cannot load them that way: sample with engine "
-                             "'transformers'")
-    return generate_vllm(model_ref, texts, settings, engine_options(settings, "vllm"))
+    return sample_pinned_vllm(model_ref, *loaded.pop(), texts, settings, engine_options(settings, "vllm"))
 
 
 def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult:
@@ -377,8 +375,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     k = min(settings["num_prompts"], len(rows))
     row_indices = sorted(random.Random(settings["seed"]).sample(range(len(rows)), k))
     prompts = [rows[i][prompt_column] for i in row_indices]
-    pin, loads = compared["used"]["model"], settings.get("load_kwargs")  # what samples is the pin's: round 18, b06
-    tokenizer = pinned_tokenizer(model_ref, pin, loads)
+    pin, loads, verified = compared["used"]["model"], settings.get("load_kwargs"), {}  # the pin's: round 18, b06
+    tokenizer = pinned_tokenizer(model_ref, pin, loads, verified)  # read once: the plan's, then the engine's
     texts = _prompt_texts(tokenizer, prompts, conversational, settings["chat_template_kwargs"])
     warnings = _plain_prompts_warnings(tokenizer, conversational, model_ref)
     partial = run.inside(files["partial"])
@@ -390,7 +388,8 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     report(reused, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)"
                       + _too_few_note(k, settings["n"], len(rows)))
     [report(reused, k, f"warning: {warning}") for warning in warnings]
-    loaded = [] if engine == "vllm" else [load_pinned(model_ref, pin, loads, "sampled", tokenizer)]  # popped there
+    loaded = [(pin, loads, verified, tokenizer) if engine == "vllm"  # popped where it samples
+              else load_pinned(model_ref, pin, loads, "sampled", tokenizer)]
     progress = Progress(report, plan, partial.relative_to(run.dir).as_posix())
     keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational, asked, kept)
     started = time.perf_counter()
