@@ -83,4 +83,5 @@ def test_make_check_is_the_fast_lane_and_make_test_runs_everything():
     check = makefile.split("\ncheck:", 1)[1].split("\n\n", 1)[0]
     test = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     assert '-m "not slow" tests' in check and "ruff check" in check
-    assert "pytest -q --durations=10 tests" in test and "-m" not in test.split("pytest", 1)[1]
+    assert "pytest -q --durations=10 -n $(TEST_JOBS) --dist loadfile tests" in test
+    assert "-m" not in test.split("pytest", 1)[1]
