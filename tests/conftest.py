@@ -219,9 +219,9 @@ def pytest_runtest_teardown(item, nextitem):
 
 # `--dist loadfile` (make test) keeps each file's tests in one worker, in order: a module's fixtures (the SLURM test
 # cluster, gated workspaces, trained runs) are built once and nothing one file holds is shared with another worker.
-# The files are handed out longest first (HEAVY_FILES, then the rest in collection order), so no long file starts
-# last while the other worker idles. Their order: the seconds each file took in
-# one process (`--durations=0`), longest first.
+# The files are handed out longest first (HEAVY_FILES, then the rest in xdist's order: the most tests first), so no
+# long file starts last while the other worker idles. HEAVY_FILES: the seconds each file took, longest first
+# (`--durations=0`; bench/bench_suite.py times the command).
 HEAVY_FILES = ("test_real_model.py", "test_gate_table.py", "test_user_code_apart_at_every_door.py",
                "test_harnesses.py", "test_vllm_cpu.py", "test_slurm.py", "test_diagnose.py", "test_launchers.py",
                "test_agentic.py", "test_training.py", "test_run_states.py", "test_diagnosis_logs.py",
@@ -238,17 +238,17 @@ class _HeavyFilesFirst:
     def pytest_xdist_make_scheduler(self, config, log):
         if config.getvalue("dist") != "loadfile":
             return None
+        from collections import OrderedDict
+
         from xdist.scheduler import LoadFileScheduling
 
-        class HeavyFirst(LoadFileScheduling):
-            def schedule(self):
-                if self.collection is None:  # the first call: every worker's collection is in, none handed out
-                    self.config.option.loadscopereorder = False  # xdist's own order: the most tests first
-                    rank = {name: i for i, name in enumerate(HEAVY_FILES)}
-                    for node, ids in self.registered_collections.items():
-                        self.registered_collections[node] = sorted(
-                            ids, key=lambda nodeid: rank.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1], len(rank)))
-                super().schedule()
+        rank = {name: i for i, name in enumerate(HEAVY_FILES)}
 
-        return HeavyFirst(config, log)
+        class HeaviestFirst(OrderedDict):  # xdist's queue of files: it takes the next one with popitem(last=False)
+            def popitem(self, last=True):
+                scope = min(self, key=lambda path: rank.get(path.rsplit("/", 1)[-1], len(rank)))  # ties: queue order
+                return scope, self.pop(scope)
 
+        scheduler = LoadFileScheduling(config, log)
+        scheduler.workqueue = HeaviestFirst()
+        return scheduler
