@@ -9,7 +9,7 @@ before and after each run are printed beside it (a shared machine's figures move
 
     .venv/bin/python bench/bench_suite.py [--jobs 2] [--repeats 1] [FILES ...]
 
-Without FILES: SUBSET, files whose tests train, start servers and workers or only compute (about 7% of the suite).
+Without FILES: SUBSET, files whose tests train, start servers and workers or only compute (about 5% of the suite).
 Goal: the whole suite under 15 minutes on a 2-core machine, which takes new at least 2.1x faster than old.
 """
 
@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBSET = [f"tests/test_{name}.py" for name in ("evaluation", "two_pythons", "first_user", "gate_loader", "run_stop",
-                                               "inspection_gate", "cli", "memory_planner")]
+SUBSET = [f"tests/test_{name}.py" for name in ("evaluation", "two_pythons", "gate_loader", "run_stop", "cli")]
 
 
 def load() -> str:
