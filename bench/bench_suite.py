@@ -4,9 +4,9 @@ old: `pytest -q FILES` (one process, as `make test` ran the suite before pytest-
 new: `pytest -q -n JOBS --dist loadfile FILES` (`make test`: JOBS workers, each file's tests in one worker, the longest
      files first, one torch thread per worker: tests/conftest.py).
 Each command runs REPEATS times, old and new alternating (old first), so a load that drifts during the bench weighs on
-both; the figure is the old median over the new median. Both must pass the same number of tests (what
-fails is printed, and the bench exits non-zero). The load averages
-before and after each run are printed beside it (a shared machine's figures move with them).
+both; the figure is the old median over the new median. Both must pass the same number of tests (what fails is
+printed, and the bench exits non-zero). The load averages before and after each run are printed beside it (a shared
+machine's figures move with them).
 
     .venv/bin/python bench/bench_suite.py [--jobs 2] [--repeats 1] [FILES ...]
 
