@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUBSET = [f"tests/test_{name}.py" for name in ("evaluation", "gate_loader", "run_stop", "cli", "inspection_gate",
-                                               "memory_planner", "no_signal_said")]
+                                               "memory_planner", "no_signal_said", "launch_baseline")]
 
 
 def load() -> str:
