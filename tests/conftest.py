@@ -36,6 +36,12 @@ atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
 from mcp_server.evidence import key as _evidence_key  # noqa: E402 - after the folder is chosen
 
 _evidence_key(create=True)
+# `make test` runs the suite in TEST_JOBS pytest-xdist workers on a machine of as many cores: each worker's torch,
+# and the training, sampling and evaluation processes it starts, compute on one thread (OMP_NUM_THREADS=1, read by
+# torch at import), so the workers never ask for more threads than there are cores. A test that sets its own
+# OMP_NUM_THREADS keeps it; one process (no xdist) keeps torch's default.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The one exception: the real model `smollm2-135m` (mcp_server/smollm2.py), a 517 MB float32 conversion that takes
 # about a minute, is built once per machine, in the system's temporary directory (never ~/.cache), keyed by the
 # wheel's pinned sha256 and built atomically, so a session reuses an earlier one's and never sees half of one.
@@ -183,6 +189,8 @@ os.fork = _recording_fork
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: starts a process or trains a model; `make check` leaves it out")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_HeavyFilesFirst(), "heavy-files-first")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -207,3 +215,40 @@ def pytest_runtest_teardown(item, nextitem):
             else:
                 pytest.fail(f"{item.nodeid} started {len(started)} process(es) but is not marked slow (the fast "
                             f"lane, `make check`, would run it): first {str(started[0])[:200]!r}", pytrace=False)
+
+
+# `--dist loadfile` (make test) keeps each file's tests in one worker, in order: a module's fixtures (the SLURM test
+# cluster, gated workspaces, trained runs) are built once and nothing one file holds is shared with another worker.
+# The files are handed out longest first (HEAVY_FILES, then the rest in xdist's order: the most tests first), so no
+# long file starts last while the other worker idles. HEAVY_FILES: the seconds each file took, longest first
+# (`--durations=0`; bench/bench_suite.py times the command).
+HEAVY_FILES = ("test_real_model.py", "test_gate_table.py", "test_user_code_apart_at_every_door.py",
+               "test_harnesses.py", "test_vllm_cpu.py", "test_slurm.py", "test_diagnose.py", "test_launchers.py",
+               "test_agentic.py", "test_training.py", "test_run_states.py", "test_diagnosis_logs.py",
+               "test_evaluation.py", "test_worker_apart.py", "test_run_forgery.py", "test_recipe_mechanisms.py",
+               "test_server_inputs.py", "test_rehearsal.py", "test_trackers.py", "test_two_pythons.py",
+               "test_warm_workers.py", "test_replay.py", "test_resume_patch_acts.py", "test_first_user.py",
+               "test_recipe_emit.py", "test_sampling_plan.py", "test_loaded_is_what_was_checked.py",
+               "test_gate_loader.py", "test_dynamic_sampling.py", "test_gate_point_of_use.py",
+               "test_recipe_doors.py", "test_baseline_of_content.py")
+
+
+class _HeavyFilesFirst:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config, log):
+        if config.getvalue("dist") != "loadfile":
+            return None
+        from collections import OrderedDict
+
+        from xdist.scheduler import LoadFileScheduling
+
+        rank = {name: i for i, name in enumerate(HEAVY_FILES)}
+
+        class HeaviestFirst(OrderedDict):  # xdist's queue of files: it takes the next one with popitem(last=False)
+            def popitem(self, last=True):
+                scope = min(self, key=lambda path: rank.get(path.rsplit("/", 1)[-1], len(rank)))  # ties: queue order
+                return scope, self.pop(scope)
+
+        scheduler = LoadFileScheduling(config, log)
+        scheduler.workqueue = HeaviestFirst()
+        return scheduler

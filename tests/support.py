@@ -279,6 +279,17 @@ def wait_for(run_dir: Path, done, timeout: float = 420, poll: float = 1.0):
     raise AssertionError(f"timed out; last status: {status.model_dump_json(indent=1)}")
 
 
+
+def end_run(run_dir: Path):
+    """A launched run ended through stop_training's kill (its launcher's process group), for a test that asserts what
+    the launch said and never reads what trained: training it out cost the suite a TRL start and its steps per run.
+    Returns the ended run's training_status."""
+    from mcp_server.training.models import StopRequest
+    from mcp_server.training.status import stop_training
+
+    stop_training(StopRequest(run=str(run_dir), timeout_s=0, kill=True))
+    return wait_for(run_dir, lambda s: s.state not in ("starting", "running", "stopping"))
+
 # ---------------------------------------------------------------- the trainer's and the launcher's signed records
 def write_signed(path: Path, data: dict) -> Path:
     """A run's evidence record (train/logs/outcome.json, train-begin.json, stopped.json, ...) as the trainer writes

@@ -83,4 +83,16 @@ def test_make_check_is_the_fast_lane_and_make_test_runs_everything():
     check = makefile.split("\ncheck:", 1)[1].split("\n\n", 1)[0]
     test = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     assert '-m "not slow" tests' in check and "ruff check" in check
-    assert "pytest -q --durations=10 tests" in test and "-m" not in test.split("pytest", 1)[1]
+    assert "pytest -q --durations=10 -n $(TEST_JOBS) --dist loadfile tests" in test
+    assert "-m" not in test.split("pytest", 1)[1]
+
+
+def test_the_files_make_test_hands_out_first_are_files_of_the_suite():
+    """HEAVY_FILES (tests/conftest.py) orders xdist's queue by file name, longest first: a renamed or removed file
+    would drop to the queue's end unseen (and a long file started last leaves the other worker idle), so every name
+    is one of the suite's files, named once."""
+    from conftest import HEAVY_FILES
+
+    names = {path.name for path in (ROOT / "tests").glob("test_*.py")}
+    assert len(set(HEAVY_FILES)) == len(HEAVY_FILES), HEAVY_FILES
+    assert set(HEAVY_FILES) <= names, sorted(set(HEAVY_FILES) - names)
