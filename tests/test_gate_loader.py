@@ -179,7 +179,7 @@ def test_a_file_a_pinned_variable_names_is_pinned_by_content(workspace, tmp_path
     assert before["loader_env"] == {name: value, name + FILE_PIN: digest}, before["loader_env"]
     assert interpreter_refusals(run) == []
     monkeypatch.chdir(run.dir)  # where the trainer starts
-    monkeypatch.setenv(LOADER_FILES_ENV, verdict_env(run)[LOADER_FILES_ENV])
+    monkeypatch.setenv(LOADER_FILES_ENV, verdict_env(run.verdict.read_text())[LOADER_FILES_ENV])
     assert loader_files_changed() == []
     _change_file(path, how, tmp_path)
     moved = changes(before, run_pins(run, REWARD))
