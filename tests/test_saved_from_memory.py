@@ -151,3 +151,42 @@ def test_a_promotion_judges_only_the_weights_the_ledger_recorded(workspace, tiny
     with pytest.raises(UserInputError, match="model.safetensors is not the file saved"):
         promote.promote_checkpoint(PromoteRequest(run=str(run), checkpoint=str(target.parent)))
     assert not (run / "promotion.json").exists()
+
+
+STAGED = {"none": None, "model.safetensors": "swapped", "chat_template.jinja": "swapped",
+          "config.json": "swapped", "additional_chat_templates/default.jinja": "planted"}
+
+
+@pytest.mark.parametrize("staged", list(STAGED))
+def test_an_export_writes_only_what_was_promoted_from_its_staging_folder(workspace, tiny_model, monkeypatch,
+                                                                         staged):
+    """export_model's own staging folder (save_pretrained's, then swapped in as export/): a file renamed over, or
+    planted, right after the save wrote it (the hook: export's next step, modes_as_umask) is refused naming it,
+    nothing exported; untouched, every staged file is what export wrote from the checked checkpoint's memory."""
+    from mcp_server.errors import UserInputError
+    from mcp_server.evaluation import export
+    from mcp_server.evaluation.models import ExportRequest
+
+    from test_run_forgery import ended_run
+
+    run = ended_run(workspace, tiny_model, "stopped", "stopped")
+    real = export.modes_as_umask
+
+    def saved_then_swapped(folder):
+        path = folder / staged
+        if STAGED[staged] == "planted":
+            path.parent.mkdir(exist_ok=True)
+            path.write_bytes(_evil(path))
+        elif STAGED[staged]:
+            _rename_over(path, _evil(path))
+        return real(folder)
+    monkeypatch.setattr(export, "modes_as_umask", saved_then_swapped)
+    request = ExportRequest(run=str(run), checkpoint="checkpoints/checkpoint-2", allow_unpromoted=True,
+                            smoke_items=1)
+    if staged == "none":
+        assert export.export_model(request).smoke_identical
+        return
+    with pytest.raises(UserInputError, match="staging folder .* changed as it was written") as refused:
+        export.export_model(request)
+    assert staged in str(refused.value) or "tokenizer files" in str(refused.value), refused.value
+    assert not (run / "export").exists() and not list(run.glob(".export-*"))
