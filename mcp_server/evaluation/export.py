@@ -188,7 +188,6 @@ def _umask() -> int:
     return mask
 
 
-@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def refuse_staged_changes(staged: Path, model, tokenizer, card: str) -> None:
     """UserInputError unless every file of the staging folder is what export wrote from memory, each read once:
     the weights tensor by tensor against the model that loaded from the checked checkpoint (what was promoted), the
@@ -210,6 +209,7 @@ def refuse_staged_changes(staged: Path, model, tokenizer, card: str) -> None:
                              "exported: " + "; ".join(problems[:4]) + ". Export again")
 
 
+@runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     run = resolve_run(request.run)
     try:
