@@ -23,14 +23,19 @@ def private_compile_cache() -> str:
     inherit): what KERNEL_SET_CACHE_LINE does in a launch script, and a folder only this user can write. Torch's
     default, <tmp>/torchinductor_<user>, is made with exist_ok in the shared temp folder: another user who made it
     first (or a link there) would hand every compile code of theirs to load (round 18). A cache that is not a
-    folder of this user's, writable by no one else, under folders no one else can rename it in, is replaced by a
-    fresh one of this process's (mkdtemp: 0700, made here)."""
+    folder of this user's, writable by no one else, under folders no one else can rename it in, is replaced by
+    this user's own under $XDG_CACHE_HOME (~/.cache/llm-finetuning/torchinductor), else by a fresh one of this
+    process's (mkdtemp: 0700, made here)."""
     forced = os.environ.get("ATEN_CPU_CAPABILITY")
-    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(),
-                                                                       f"torchinductor_{os.getuid()}")
-    if forced:
-        cache = cache.removesuffix(f"_{forced}") + f"_{forced}"
-    if not private_folder(cache):
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for cache in (os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(),
+                                                                            f"torchinductor_{os.getuid()}"),
+                  os.path.join(home, "llm-finetuning", "torchinductor")):
+        if forced:
+            cache = cache.removesuffix(f"_{forced}") + f"_{forced}"
+        if private_folder(cache):
+            break
+    else:
         cache = tempfile.mkdtemp(prefix="llm-finetuning-inductor-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     return cache

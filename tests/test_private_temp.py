@@ -4,7 +4,8 @@
   made there first (or a link, or one any user can write) handed every compile of the trainer, the vLLM server and
   sampling code of theirs to load. The trainer's door (verified_script, which the launch script runs) now sets
   TORCHINDUCTOR_CACHE_DIR to a private folder before anything compiles: the one asked for when it is this user's,
-  writable by no one else and not a link, else a fresh mkdtemp of its own (kernel_sets.private_compile_cache).
+  writable by no one else and not a link, else the user's own under $XDG_CACHE_HOME, else a fresh mkdtemp
+  (kernel_sets.private_compile_cache).
 - The CLI's warm worker's socket folder (worker_apart.runtime_dir): a link in its place was followed (stat) and
   the sockets made wherever it led; now a link is no private folder (lstat), and no daemon is used.
 Constructed folders, no training."""
@@ -27,7 +28,7 @@ def _cache_seen_by_the_trainer(tmp_path: Path, asked: Path) -> Path:
     script = tmp_path / "show.py"
     script.write_text(SHOW)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ATEN_CPU"))}
-    env.update(PYTHONPATH=str(REPO), TORCHINDUCTOR_CACHE_DIR=str(asked))
+    env.update(PYTHONPATH=str(REPO), TORCHINDUCTOR_CACHE_DIR=str(asked), XDG_CACHE_HOME=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, "-m", "mcp_server.training.trainer.verified_script", str(script)],
                           env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -50,7 +51,8 @@ def test_the_trainer_never_compiles_into_a_cache_others_can_write(tmp_path, plan
     asked = tmp_path / "torchinductor_shared"
     plant(asked)
     used = _cache_seen_by_the_trainer(tmp_path, asked)
-    assert used != asked and not used.is_symlink()
+    assert used == tmp_path / "cache" / "llm-finetuning" / "torchinductor"  # this user's own, kept across runs
+    assert not used.is_symlink()
     info = used.lstat()
     assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) == 0o700
 
@@ -73,3 +75,14 @@ def test_the_warm_workers_socket_folder_is_never_a_link(tmp_path, monkeypatch):
     (tmp_path / "theirs").mkdir(mode=0o700)
     (runtime / "llm-finetuning").symlink_to(tmp_path / "theirs")
     assert runtime_dir() is None
+
+
+@pytest.mark.slow
+def test_without_a_private_cache_anywhere_the_trainer_compiles_into_a_fresh_one(tmp_path):
+    asked = tmp_path / "torchinductor_shared"
+    _plant_open(asked)
+    (tmp_path / "cache").mkdir()
+    _plant_open(tmp_path / "cache" / "llm-finetuning")  # another user could rename its torchinductor away
+    used = _cache_seen_by_the_trainer(tmp_path, asked)
+    assert used.name.startswith("llm-finetuning-inductor-") and stat.S_IMODE(used.lstat().st_mode) == 0o700
+    used.rmdir()
