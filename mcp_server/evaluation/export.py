@@ -257,9 +257,8 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     rewards = read_json_if_present(run.rewards, list) or []
     trained = trained_provenance(run, ckpt, rewards)  # the launch's signed record, never the files as now
 
-    # Write into a temporary directory beside export/, then swap it in: nothing half-written.
     export_dir = run.export
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run.dir))
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run.dir))  # beside export/, swapped in: nothing half-written
     try:
         report(2, STAGES, f"saving safetensors, tokenizer and model card; after the save {work.left()}")
         model.save_pretrained(tmp, safe_serialization=True)
