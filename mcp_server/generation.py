@@ -270,10 +270,10 @@ def generate_vllm(model_ref, texts: list[str], settings: dict, params: dict, tok
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref) if tokenizer is None else tokenizer
     prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    if current_platform.is_cpu():
-        from mcp_server.kernel_sets import compile_cache_per_kernel_set
+    from mcp_server.kernel_sets import private_compile_cache
 
-        compile_cache_per_kernel_set()  # vLLM's CPU sampler is compiled: one cache per forced CPU kernel set
+    private_compile_cache()  # vLLM compiles: a cache of this user's alone, one per forced CPU kernel set
+    if current_platform.is_cpu():
         # The share is of the host's RAM there (vLLM's CPU worker), and compiling the model would take longer than
         # sampling: eager, a tenth of the RAM.
         engine = {"gpu_memory_utilization": 0.1, "enforce_eager": True, **engine}

@@ -34,14 +34,15 @@ NAMESPACE = ("--unshare-pid", "--new-session", "--proc", "/proc")
 def runtime_dir() -> Path | None:
     """A folder only this user can enter (the CLI's warm worker's socket lives there: worker_daemon), or None (then
     no daemon: a shared folder would let others answer)."""
+    from mcp_server.kernel_sets import private_folder
+
     base = os.environ.get("XDG_RUNTIME_DIR")
     folder = Path(base) / "llm-finetuning" if base else Path(tempfile.gettempdir()) / f"llm-finetuning-{os.getuid()}"
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.stat()
+    try:  # a link there (to a folder of this user's or not) is no private folder: lstat, never followed
+        info = os.lstat(folder) if private_folder(str(folder)) else None
     except OSError:
         return None
-    return folder if info.st_uid == os.getuid() and not info.st_mode & 0o077 else None
+    return folder if info is not None and not info.st_mode & 0o077 else None
 
 
 def _hidden() -> list[str]:

@@ -135,7 +135,8 @@ def _start(python: str, path: Path, warm_up: str | None) -> socket.socket | None
     env[WORKER_FLAG] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     try:
-        with open(path.with_suffix(".log"), "w", encoding="utf-8") as log:
+        fd = os.open(path.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with open(fd, "w", encoding="utf-8") as log:  # never through a link planted in its place
             proc = subprocess.Popen([python, "-m", "mcp_server.worker_daemon", str(path), *filter(None, [warm_up])],
                                     stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=log, cwd=path.parent, env=env,

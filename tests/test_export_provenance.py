@@ -42,7 +42,7 @@ def launched(workspace: Path, name: str = "prov", record: str = "trained") -> tu
     run.verdict.write_text(json.dumps({"verdict": "pass", "reviewer": "Ada Lovelace", "rewards": REWARDS}))
     saved(run, ckpt, LAUNCH)
     pins = {REWARD_SHA_ENV: reward_code_sha256(REWARDS), VERDICT_SHA_ENV: sha256_file(run.verdict)}
-    trained = trained_record(run, sha256_file(run.config), pins)
+    trained = trained_record(run, sha256_file(run.config), pins, run.verdict.read_text())
     if record == "trained":
         launcher_records(run.dir, LAUNCH, trained=trained)
     elif record == "old":

@@ -12,6 +12,7 @@ launch are marked slow.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -179,7 +180,7 @@ def test_a_file_a_pinned_variable_names_is_pinned_by_content(workspace, tmp_path
     assert before["loader_env"] == {name: value, name + FILE_PIN: digest}, before["loader_env"]
     assert interpreter_refusals(run) == []
     monkeypatch.chdir(run.dir)  # where the trainer starts
-    monkeypatch.setenv(LOADER_FILES_ENV, verdict_env(run)[LOADER_FILES_ENV])
+    monkeypatch.setenv(LOADER_FILES_ENV, verdict_env(run.verdict.read_text())[LOADER_FILES_ENV])
     assert loader_files_changed() == []
     _change_file(path, how, tmp_path)
     moved = changes(before, run_pins(run, REWARD))
@@ -392,7 +393,8 @@ def test_the_launch_script_refuses_a_loader_environment_changed_after_the_gate(w
     _record(run)
     command = [sys.executable, "-c", "print('trained')"]
     plan = LaunchPlan(launcher="local", strategy="single", num_processes=1, num_nodes=1, train_command=command,
-                      script=render_launch_sh("g1", sys.executable, command, True, None))
+                      script=render_launch_sh("g1", sys.executable, command, True, None),
+                      verdict=run.verdict.read_text())  # as the launch read it
     LocalLauncher().write(run, plan)
     assert "check_loader ||" in run.launch_script.read_text()
 
@@ -418,6 +420,7 @@ def test_the_launch_script_refuses_a_loader_environment_changed_after_the_gate(w
     ds.write_text('{"zero_optimization": {"stage": 2}}')
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", str(ds))
     _record(run)
+    plan = dataclasses.replace(plan, verdict=run.verdict.read_text())  # a new launch reads the new verdict
     LocalLauncher().write(run, plan)
     shell = {"LD_LIBRARY_PATH": lib, "ACCELERATE_DEEPSPEED_CONFIG_FILE": str(ds)}
     ran = launch(**shell)
@@ -673,7 +676,8 @@ def test_a_command_first_on_path_never_answers_the_interpreters_check(workspace,
         (fakes / name).chmod(0o755)
     command = [str(wrapper), "-c", "print('trained')"]
     plan = LaunchPlan(launcher="local", strategy="single", num_processes=1, num_nodes=1, train_command=command,
-                      script=render_launch_sh("g", str(wrapper), command, True, None))
+                      script=render_launch_sh("g", str(wrapper), command, True, None),
+                      verdict=run.verdict.read_text())  # as the launch read it
     LocalLauncher().write(run, plan)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "ACCELERATE_", "FSDP_"))}
 

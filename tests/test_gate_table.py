@@ -679,7 +679,8 @@ def test_the_launch_script_refuses_an_interpreter_changed_after_the_gate(tmp_pat
     run.verdict.write_text(json.dumps({"pins": {"training_python": training_python_pin(str(wrapper))}}))
     command = [str(wrapper), "-c", "print('trained')"]
     plan = LaunchPlan(launcher="local", strategy="single", num_processes=1, num_nodes=1, train_command=command,
-                      script=render_launch_sh("g3", str(wrapper), command, True, None))
+                      script=render_launch_sh("g3", str(wrapper), command, True, None),
+                      verdict=run.verdict.read_text())  # as the launch read it
     LocalLauncher().write(run, plan)
 
     def launch() -> subprocess.CompletedProcess:

@@ -222,3 +222,24 @@ def test_a_guard_stopped_resume_changes_a_pinned_field_only_as_the_findings_prop
             wrong.append((key, "written though refused"))
         undo()
     assert not wrong, wrong
+
+
+def test_a_resume_patch_is_applied_to_the_config_bytes_checked_never_to_a_second_read(workspace, tiny_model):
+    """Round 18 (issue 48, "what trains is what was reviewed"): apply_patch read train/config.yaml again after
+    resume_training had read and checked it (RunSpec, its sha256 against the launch's): a config changed in between
+    was patched and trained. Now the patch is applied to the bytes checked; a config that is not them is refused
+    naming it, and nothing is written (the edit stays as it is, no kept copy)."""
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+    from mcp_server.training.resume_patch import apply_patch
+
+    run = Run(emit_run("patched-after-a-check"))
+    spec = RunSpec.of_run(run)  # as resume_training reads and checks it
+    launched = yaml.safe_load(run.config.read_text())
+    line = yaml.safe_dump({"learning_rate": launched["learning_rate"]})
+    edited = run.config.read_text().replace(line, "learning_rate: 0.5\n")
+    assert edited != run.config.read_text()
+    run.config.write_text(edited)  # changed after the check
+    refusals, _, changed = apply_patch(run, spec, {"max_steps": launched["max_steps"] + 2})
+    assert [r.gate for r in refusals] == ["config_hash"] and "train/config.yaml changed" in refusals[0].message
+    assert run.config.read_text() == edited and not changed and not run.archive.exists()

@@ -188,6 +188,27 @@ def _umask() -> int:
     return mask
 
 
+def refuse_staged_changes(staged: Path, model, tokenizer, card: str) -> None:
+    """UserInputError unless every file of the staging folder is what export wrote from memory, each read once:
+    the weights tensor by tensor against the model that loaded from the checked checkpoint (what was promoted), the
+    config and tokenizer files against the model's config and the tokenizer in memory, README.md the card written;
+    no other file. Round 18: the folder save_pretrained wrote was never checked, so a file swapped or planted there
+    while export staged it was exported as the promoted model."""
+    from mcp_server.inspection.loaded_weights import weights_read
+    from mcp_server.inspection.private_copy import configs_read, tokenizer_read
+
+    read, problems = weights_read(model, staged, "replaced as the export wrote them")
+    for more, wrong in (configs_read(model, staged), tokenizer_read(tokenizer, staged)):
+        read, problems = {**read, **more}, problems + wrong
+    if (staged / "README.md").read_bytes() != card.encode("utf-8"):
+        problems.append("README.md: not the model card export wrote")
+    problems += [f"{p.relative_to(staged).as_posix()}: not written by the export" for p in sorted(staged.rglob("*"))
+                 if p.is_file() and p.relative_to(staged).as_posix() not in {*read, "README.md"}]
+    if problems:
+        raise UserInputError("run", f"the export's staging folder {staged} changed as it was written, nothing was "
+                             "exported: " + "; ".join(problems[:4]) + ". Export again")
+
+
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     run = resolve_run(request.run)
@@ -236,19 +257,20 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
     rewards = read_json_if_present(run.rewards, list) or []
     trained = trained_provenance(run, ckpt, rewards)  # the launch's signed record, never the files as now
 
-    # Write into a temporary directory beside export/, then swap it in: nothing half-written.
     export_dir = run.export
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run.dir))
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=run.dir))  # beside export/, swapped in: nothing half-written
     try:
         report(2, STAGES, f"saving safetensors, tokenizer and model card; after the save {work.left()}")
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        atomic_write_text(tmp / "README.md", model_card(run, base, trained, promotion, merged, ckpt_sha,
-                                                       card_step(run, config, ckpt, bool(request.checkpoint))))
+        card = model_card(run, base, trained, promotion, merged, ckpt_sha,
+                          card_step(run, config, ckpt, bool(request.checkpoint)))
+        atomic_write_text(tmp / "README.md", card)
         modes_as_umask(tmp)
         work = work.saved(time.monotonic())
         report(3, STAGES, f"reloading the export and comparing greedy outputs: {work.left()}")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
+        refuse_staged_changes(tmp, model, tokenizer, card)  # last, before it is swapped in
         archived = None
         if export_dir.exists():  # archive_previous (checked above): moved aside, never deleted
             archived = run.archive_slot("export")

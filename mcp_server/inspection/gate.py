@@ -24,7 +24,7 @@ from mcp_server.inspection.args_file import args_file_problem
 from mcp_server.inspection.files import read_run_rewards, run_reward_imports
 from mcp_server.inspection.changed import reward_change_detail
 from mcp_server.inspection.launched import refuse_if_launched, way_on_for
-from mcp_server.recipe.runspec import RunSpec
+from mcp_server.recipe.runspec import RunSpec, verdict_json
 from mcp_server.inspection.signal_share import review_signal_warning
 from mcp_server.inspection.models import GateResult, VerdictRequest, VerdictResult
 from mcp_server.inspection.reward_probes import flagged_probes
@@ -360,10 +360,11 @@ def check_inspection_gate(run: Run | str | Path, spec: RunSpec | None = None, he
     """
     run = run if isinstance(run, Run) else resolve_run(run)
     args_file = args_file_problem(run)  # the trainer's parser reads it over config.yaml: closed, whatever else holds
-    early = _closed(run, *args_file) if args_file else _before_a_verdict(run)
+    held = spec.verdict if spec is not None else None  # the launch's one read of verdict.json: judged, not re-read
+    early = _closed(run, *args_file) if args_file else _before_a_verdict(run, held is not None)
     if early is not None:
         return early
-    verdict = _read_verdict_record(run)
+    verdict = _read_verdict_record(run, held)
     return verdict if isinstance(verdict, GateResult) else _verdict_holds(run, verdict, spec, here)
 
 
@@ -379,7 +380,7 @@ def _inspect_again(run: Run) -> str:
             "inspection/review.md, then record_inspection_verdict")
 
 
-def _before_a_verdict(run: Run) -> GateResult | None:
+def _before_a_verdict(run: Run, held: bool = False) -> GateResult | None:
     """The closed gate of a run not yet as far as a verdict (no rewards, no samples, a review that routes to
     SFT first, no verdict); None when there is a verdict file to judge."""
     if not run.rewards.is_file():
@@ -393,7 +394,7 @@ def _before_a_verdict(run: Run) -> GateResult | None:
             run, "no samples: inspection/samples.jsonl does not exist",
             f"run sample_completions (CLI: {CLI} sample-completions {run.name}), then " + _inspect_again(run),
         )
-    if run.verdict.is_file():
+    if held or run.verdict.is_file():
         return None
     if run.review.is_file():
         review = (_read_or_none(run.review) or {}).get("result") or {}
@@ -407,10 +408,11 @@ def _before_a_verdict(run: Run) -> GateResult | None:
                    _inspect_again(run))
 
 
-def _read_verdict_record(run: Run) -> VerdictRecord | GateResult:
-    """verdict.json as a complete, consistent record; else the closed gate saying why it is not a verdict."""
+def _read_verdict_record(run: Run, held: str | None = None) -> VerdictRecord | GateResult:
+    """verdict.json as a complete, consistent record; else the closed gate saying why it is not a verdict.
+    `held`: its text as the launch read it (RunSpec.verdict), judged instead of reading the file again."""
     verdict_file = run.verdict
-    raw = _read_or_none(verdict_file)
+    raw = _read_or_none(verdict_file) if held is None else verdict_json(held)
     if raw is None:
         return _closed(run, f"{verdict_file} cannot be read as a JSON object: it is not a verdict",
                        _inspect_again(run))

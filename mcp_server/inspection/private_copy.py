@@ -265,3 +265,81 @@ def tokenizer_problems(loaded, verified) -> list[str]:
     differ = [part for part in theirs if mine.get(part) != theirs[part]]
     return [f"the tokenizer as loaded is not the verified files' ({', '.join(differ)} differ: a file planted or "
             "changed in its private copy while it loaded)"] if differ else []
+
+
+def configs_read(model, folder: Path) -> tuple[dict[str, tuple[str, int]], list[str]]:
+    """config.json and generation_config.json, each read once and compared with the model's config in memory (the
+    JSON its save_pretrained writes: to_json_string(use_diff=True)); a PEFT save writes neither."""
+    read, problems = {}, []
+    for name, config in (("config.json", getattr(model, "config", None)),
+                         ("generation_config.json", getattr(model, "generation_config", None))):
+        path = folder / name
+        if not hasattr(config, "to_json_string") or not path.is_file():
+            continue
+        data = path.read_bytes()
+        try:
+            same = json.loads(data) == json.loads(config.to_json_string(use_diff=True))
+        except (ValueError, RecursionError):
+            same = False
+        if not same:
+            problems.append(f"{name}: not the model's {name.removesuffix('.json').replace('_', ' ')} in memory")
+        read[name] = (hashlib.sha256(data).hexdigest(), len(data))
+    return read, problems
+
+
+# The names a tokenizer's or processor's save_pretrained writes, besides its vocabulary files (vocab_files_names)
+# and additional_chat_templates/.
+TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "tokenizer.json",
+                   "chat_template.jinja", "chat_template.json", "processor_config.json", "preprocessor_config.json")
+
+
+def tokenizer_read(tokenizer, folder: Path) -> tuple[dict[str, tuple[str, int]], list[str]]:
+    """The save's tokenizer files, each read once, loaded back from those bytes (private_copy.held_load: a private
+    folder watched while it loads) and compared with the trainer's tokenizer in memory by its effective state
+    (private_copy.tokenizer_state: backend, chat templates, special tokens, sides, init kwargs): a file replaced or
+    planted as the save wrote them (another chat template, special tokens map) is named (digest.record_save,
+    export's staging)."""
+    if tokenizer is None:
+        return {}, []
+    inner = getattr(tokenizer, "tokenizer", None) or tokenizer
+    names = {*TOKENIZER_FILES, *(getattr(inner, "vocab_files_names", None) or {}).values()}
+    paths = sorted(p for p in folder.rglob("*") if p.is_file() and (p.name in names and p.parent == folder or (
+        p.parent.name == "additional_chat_templates" and p.parent.parent == folder)))
+    held = {p.relative_to(folder).as_posix(): p.read_bytes() for p in paths}
+    if not held:
+        return {}, []
+    read = {name: (hashlib.sha256(data).hexdigest(), len(data)) for name, data in held.items()}
+    remote = not type(tokenizer).__module__.startswith("transformers.")  # as the trainer loaded it
+
+    def load(private):
+        from transformers import AutoProcessor
+
+        return AutoProcessor.from_pretrained(private, trust_remote_code=remote)
+    try:
+        loaded = held_load(held, load)
+        mine, saved = tokenizer_state(tokenizer), tokenizer_state(loaded)
+    except PlantedFile as exc:
+        return read, [f"the tokenizer files: {exc}"]
+    except Exception as exc:  # noqa: BLE001 - files that load as no tokenizer are not the one in memory
+        return read, [f"the tokenizer files ({', '.join(held)}) do not load back ({type(exc).__name__}: {exc})"]
+    differ = [part for part in mine if mine[part] != saved.get(part)]
+    if "init kwargs" in differ and _kwargs_as_saved(tokenizer, loaded):
+        differ.remove("init kwargs")
+    return read, [f"the tokenizer files ({', '.join(held)}): not the tokenizer in memory "
+                  f"({', '.join(differ)} differ)"] if differ else []
+
+
+def _kwargs_as_saved(memory, loaded) -> bool:
+    """Whether `loaded`'s init kwargs are `memory`'s as its save_pretrained writes them: its init kwargs with its
+    current attributes over them (a padding side or pad token set after it loaded is saved, and loaded back as an
+    init kwarg)."""
+    mem, got = (getattr(t, "tokenizer", None) or t for t in (memory, loaded))
+
+    def plain(tok) -> dict:
+        return {k: v for k, v in (getattr(tok, "init_kwargs", None) or {}).items()
+                if k not in _PATH_KWARGS and k != "added_tokens_decoder"}
+    mine, theirs = plain(mem), plain(got)
+    for key in theirs:
+        now = getattr(mem, key, mine.get(key))
+        mine[key] = mine.get(key) if callable(now) else now
+    return _text(mine) == _text(theirs)

@@ -11,6 +11,7 @@ plan and the launcher read what they need from it, never the files again.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.recipe.recorded import RecordedRequest, read_recorded
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import AGENTIC_FILE, DYNAMIC_SAMPLING_FILE, Run, sidecars
-from mcp_server.userfiles import read_config_file, read_json
+from mcp_server.userfiles import read_bytes, read_config_file, read_json
 from mcp_server.workspace import atomic_write_json, atomic_write_text
 
 
@@ -39,6 +40,9 @@ class RunSpec:
     # of each record beside the config as read ({file name: sha256}; the trainer compares dynamic_sampling.json's
     # with the verdict's train/ file pin without reading it again)
     sidecar_sha256: dict = field(default_factory=dict)
+    # inspection/verdict.json's text as the launch read it (of_run; None: none read): the inspection gate judges it
+    # and the launcher passes its hash and pins to the trainer (launchers.base.verdict_env), never a second read
+    verdict: str | None = None
 
     # ------------------------------------------------------------ reading
     @classmethod
@@ -76,10 +80,11 @@ class RunSpec:
         """The run's spec, read once for a launch (`vllm_server_gpus`: its server GPUs, `nodes`: its num_nodes), a
         status or a gate; a run not emitted yet has no config values (the config gate says so)."""
         if run.config.is_file():
-            return cls.read(run, vllm_server_gpus=vllm_server_gpus, nodes=nodes, field="run")
+            spec = cls.read(run, vllm_server_gpus=vllm_server_gpus, nodes=nodes, field="run")
+            return dataclasses.replace(spec, verdict=_verdict_text(run))
         request = read_recorded(run.request, "run")
         return cls(values={}, target=Target(request.gpu or "H100", request.num_gpus, vllm_server_gpus, nodes=nodes),
-                   request=request, base_dir=run.dir)
+                   request=request, base_dir=run.dir, verdict=_verdict_text(run))
 
     # ------------------------------------------------------------ what the records say
     @property
@@ -145,3 +150,25 @@ def run_dir_of(config_path: Path) -> Path:
     there), else the config's own folder."""
     folder = config_path.expanduser().resolve().parent
     return folder.parent if folder.name == "train" else folder
+
+
+def _verdict_text(run: Run) -> str | None:
+    """inspection/verdict.json's text, one read (None: no regular file there); bytes that are no UTF-8 read as ""
+    (no verdict: the gate closes on it)."""
+    try:
+        data = read_bytes(run.verdict, "run") if run.verdict.is_file() else None
+    except UserInputError:
+        return None
+    try:
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+
+
+def verdict_json(text: str | None) -> dict | None:
+    """RunSpec.verdict as a JSON object (None for none, or for text that is not one)."""
+    try:
+        value = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -23,6 +23,7 @@ it (launchers/base.py, the seam).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from mcp_server.evidence import key as evidence_key
@@ -63,7 +64,8 @@ def build_launch_plan(run: Run, request: LaunchRequest, extra_args: list[str] | 
     (`spec`; read here when not given)."""
     spec = spec or RunSpec.of_run(run, request.vllm_server_gpus, request.num_nodes)
     target = read_target(run, request, spec, extra_args)
-    return choose(target).plan(target)
+    # verdict.json as this launch read it: its gate judges it, the launcher passes its pins (round 18)
+    return dataclasses.replace(choose(target).plan(target), verdict=spec.verdict)
 
 
 def write_plan_files(run: Run, plan: LaunchPlan) -> dict:

@@ -14,6 +14,7 @@ saved before the stop's step: the one saved at the stop already holds the failur
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 import shutil
@@ -30,8 +31,8 @@ from mcp_server.recipe.validate import validate_spec
 from mcp_server.config.fields import group_of, pinned
 from mcp_server.config.grpo_fields import GRPOView
 from mcp_server.errors import UserInputError
-from mcp_server.runs import Run, read_json_if_present
-from mcp_server.userfiles import parse_yaml
+from mcp_server.runs import Run
+from mcp_server.userfiles import decode, parse_yaml, read_bytes
 from mcp_server.training.models import GateRefusal
 from mcp_server.training.runrecord import read_run_json, signed_record
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
@@ -152,7 +153,9 @@ def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal]
         return [GateRefusal(gate="config", message="the patched config does not validate: " + "; ".join(problems),
                             how_to_clear="use the root-cause finding's patch (patch_valid true), or fix the "
                                          "fields")], _nothing, {}
-    saved = {path: path.read_text(encoding="utf-8") for path in (run.config, run.verdict) if path.is_file()}
+    saved, moved = _read_checked(run, spec)
+    if moved:
+        return [moved], _nothing, {}
     kept, made = run.inside(run.archive_slot("resume-patch") / "config.yaml"), not run.archive.exists()
 
     def undo() -> None:
@@ -167,8 +170,26 @@ def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal]
     atomic_write_text(kept, saved.get(run.config, ""))  # the launched config, as it was: the patch's history
     changed = {k: {"old": spec.values.get(k), "new": v} for k, v in patch.items()
                if k not in spec.values or spec.values[k] != v}
-    _write(run, spec.values, patch, int(kept.parent.name.rsplit("-", 1)[1]), kept)
+    _write(run, spec.values, patch, int(kept.parent.name.rsplit("-", 1)[1]), kept, saved)
     return [], undo, changed
+
+
+def _read_checked(run: Run, spec: RunSpec) -> tuple[dict[Path, str], GateRefusal | None]:
+    """The config's and the verdict's text, one read each, the config's bytes being those the resume checked
+    (`spec.config_sha256`: the launched config's hash was compared with them); the patch is applied to this text,
+    never to the file read again (round 18: a config.yaml changed after the check was patched and trained). A
+    config whose bytes are not the checked ones is refused, nothing written."""
+    saved: dict[Path, str] = {}
+    for path in (run.config, run.verdict):
+        if path.is_file():
+            data = read_bytes(path, "run")
+            if path == run.config and spec.config_sha256 and hashlib.sha256(data).hexdigest() != spec.config_sha256:
+                return {}, GateRefusal(gate="config_hash", message=(
+                    f"train/config.yaml changed while the resume read it (sha256 {spec.config_sha256[:12]} checked, "
+                    f"{hashlib.sha256(data).hexdigest()[:12]} now): nothing was written"),
+                    how_to_clear="leave train/config.yaml as launched while resume_training runs, then resume again")
+            saved[path] = decode(data, path, "run")
+    return saved, None
 
 
 def changed_text(changed: dict) -> str:
@@ -300,17 +321,20 @@ def _last_launch(run: Run, path: Path) -> dict | None:
         return None
 
 
-def _write(run: Run, config: dict, patch: dict, n: int, kept: Path) -> None:
+def _write(run: Run, config: dict, patch: dict, n: int, kept: Path, saved: dict[Path, str]) -> None:
     """Write the patched config (patch number `n`, the launched one kept at `kept`); after a guard stop, move the
     verdict's pins the patch changes (never the model's or the data's: a patch is a setting, and another data set
     needs its own review). A run never guard-stopped moves nothing, so the gate refuses a patch of anything the
-    verdict pins."""
-    verdict = read_json_if_present(run.verdict)
+    verdict pins. `saved`: the config's and the verdict's text as checked (_read_checked), never read again."""
+    try:
+        verdict = json.loads(saved[run.verdict]) if run.verdict in saved else None
+    except ValueError:
+        verdict = None
     stop = (_guard_stop(run) or (None,))[0]
     before = config_pins(run) if isinstance(verdict, dict) and stop is not None else None
     why = (f"after the guard's stop at step {stop.get('step')} ({stop.get('code')})" if stop is not None else
            "resume_training's patch") + f"; the launched config is {kept.relative_to(run.dir)}"
-    text = run.config.read_text(encoding="utf-8")
+    text = saved.get(run.config, "")
     new = patched_text(text, config, patch, n, why)
     if new is None:  # not emission's layout (a key twice, a flow mapping): whole, under the config's own header lines
         head = "".join(line for line in text.splitlines(keepends=True)[:1] if line.startswith("#"))

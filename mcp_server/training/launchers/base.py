@@ -38,16 +38,16 @@ from mcp_server.interpreter import SHELL_HOOKS, package_path
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
 from mcp_server.recipe.recorded import RecordedRequest
-from mcp_server.recipe.runspec import RunSpec
+from mcp_server.recipe.runspec import RunSpec, verdict_json
 from mcp_server.inspection.pins import PYTHON_VARIABLE, describe_python
-from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV, verdict_reward_sha256
-from mcp_server.runs import Run, read_json_if_present
+from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
+from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.commands import tools
 from mcp_server.training.launchers.machine import MachineLayout, machine_layout
 from mcp_server.training.models import LaunchRequest, LaunchResult, StopResult
 from mcp_server.training.trainer.verified_script import PACKAGE_ENV, SCRIPT_SHA_ENV
-from mcp_server.workspace import atomic_write_text, refuse_foreign, sha256_file, text_with
+from mcp_server.workspace import atomic_write_text, refuse_foreign, text_with
 
 # train/train.py through verified_script: it runs the bytes whose hash the launcher passes (the verdict's pin),
 # read once, so a script swapped after the gate never runs (issue 48)
@@ -267,6 +267,7 @@ class LaunchPlan:
     notes: list[str] = field(default_factory=list)
     memory: LaunchLayout | None = None  # the memory plan's layout this launch follows (None: not planned)
     details: Any = None  # the backend's own plan, read by that backend alone (slurm: a SlurmDetails)
+    verdict: str | None = None  # verdict.json's text as the launch read it and its gate judged it (RunSpec.verdict)
 
 
 @dataclass(frozen=True)
@@ -322,16 +323,20 @@ class Launcher(Protocol):
         """The request that launches the run again with the layout its launch record holds."""
 
 
-def verdict_env(run: Run) -> dict[str, str]:
+def verdict_env(text: str | None) -> dict[str, str]:
     """What the trainer checks against, passed by every launcher after the gates (inspection.trained,
-    trainer.verified_script): the reward-code hash the verdict pinned, the verdict's own bytes' hash and its
-    train.py pin, the content of each file a pinned ACCELERATE_* / FSDP_* variable names; a name is absent when the
-    run has no such pin (the trainer then says it was not reviewed)."""
-    verdict = read_json_if_present(run.verdict) or {}
-    reward, script = verdict_reward_sha256(run), (verdict.get("pins") or {}).get("script")
-    files = pinned_files((verdict.get("pins") or {}).get("loader_env"))  # the files ACCELERATE_* name, by content
+    trainer.verified_script), from `text`: verdict.json as the launch read it and its inspection gate judged it
+    (LaunchPlan.verdict; round 18: the file hashed again after the gate signed a verdict swapped in between): the
+    reward-code hash it pinned, its own bytes' hash and its train.py pin, the content of each file a pinned
+    ACCELERATE_* / FSDP_* variable names; a name is absent when the run has no such pin (the trainer then says it
+    was not reviewed)."""
+    verdict = verdict_json(text) or {}
+    pins = verdict.get("pins") if isinstance(verdict.get("pins"), dict) else {}
+    reward, script = pins.get("reward_code"), pins.get("script")
+    files = pinned_files(pins.get("loader_env"))  # the files ACCELERATE_* name, by content
     paths = verdict.get(TRAINING_PATHS)  # where its packages may come from (trainer.verified_script)
-    env = {REWARD_SHA_ENV: reward, VERDICT_SHA_ENV: sha256_file(run.verdict) if run.verdict.is_file() else None,
+    env = {REWARD_SHA_ENV: reward if isinstance(reward, str) else None,
+           VERDICT_SHA_ENV: hashlib.sha256(text.encode("utf-8")).hexdigest() if text is not None else None,
            SCRIPT_SHA_ENV: script if isinstance(script, str) else None,
            TRAINING_PATHS_ENV: os.pathsep.join(paths) if isinstance(paths, list) and all(
                isinstance(p, str) for p in paths) and paths else None,
@@ -339,20 +344,17 @@ def verdict_env(run: Run) -> dict[str, str]:
     return {name: value for name, value in env.items() if value}
 
 
-def trained_record(run: Run, config_sha256: str | None, pins: dict[str, str]) -> dict:
+def trained_record(run: Run, config_sha256: str | None, pins: dict[str, str], text: str | None) -> dict:
     """What a launch trains, for the launcher's signed record outside the workspace (evidence.record_launch): the
     config's sha256 as its gates judged it, the reward-code and verdict hashes passed to the trainer (`pins`:
     verdict_env), and the verdict's decision, reviewer and reward functions (each name and weight, as reviewed: the
     reward-code hash the trainer checks covers them) read from the bytes that hash names (else none). An export's
     model card reports these, never the files as they are at export (issue 48 round 14; rewards.json, editable
-    after training, gave the card's reward names and weights)."""
+    after training, gave the card's reward names and weights). `text`: the verdict as the gate judged it."""
     verdict_sha, decision, reviewer, rewards = pins.get(VERDICT_SHA_ENV), None, None, None
-    try:
-        raw = run.verdict.read_bytes() if verdict_sha and run.verdict.is_file() else b""
-        value = json.loads(raw) if raw and hashlib.sha256(raw).hexdigest() == verdict_sha else None
-    except (OSError, ValueError):
-        value = None
-    if isinstance(value, dict):
+    same = text is not None and hashlib.sha256(text.encode("utf-8")).hexdigest() == verdict_sha
+    value = verdict_json(text) if same else None
+    if value:
         decision = value.get("verdict") if isinstance(value.get("verdict"), str) else None
         reviewer = value.get("reviewer") if isinstance(value.get("reviewer"), str) else None
         rewards = trained_rewards(value.get("rewards"))
@@ -370,10 +372,10 @@ def trained_rewards(specs) -> list[dict] | None:
     return [{"name": s["name"], "weight": w} for s, w in zip(specs, weights)]
 
 
-def verdict_shell_pins(run: Run) -> tuple[dict | None, dict | None]:
+def verdict_shell_pins(text: str | None) -> tuple[dict | None, dict | None]:
     """(training_python, loader_env): the training interpreter and the dynamic loader's environment the verdict was
-    recorded under (its pins), each None without one; one read of verdict.json."""
-    pins = (read_json_if_present(run.verdict) or {}).get("pins")
+    recorded under (its pins), each None without one; `text`: verdict.json as the gate judged it."""
+    pins = (verdict_json(text) or {}).get("pins")
     pins = pins if isinstance(pins, dict) else {}
     found = (pins.get("training_python"), pins.get("loader_env"))
     return tuple(pin if isinstance(pin, dict) else None for pin in found)

@@ -101,6 +101,10 @@ def _from_memory(folder: Path, held: dict) -> tuple[dict[str, tuple[str, int]], 
         if data != (json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\n").encode("utf-8"):
             problems.append("trainer_state.json: not the trainer's state in memory")
         read["trainer_state.json"] = (hashlib.sha256(data).hexdigest(), len(data))
+    from mcp_server.inspection.private_copy import configs_read, tokenizer_read
+
+    for found in (configs_read(held.get("model"), folder), tokenizer_read(held.get("tokenizer"), folder)):
+        read, problems = {**read, **found[0]}, problems + found[1]
     return read, problems
 
 
@@ -116,9 +120,10 @@ def record_save(run: Run, folder: Path, step: int | None = None, final: bool = F
     appended to train/logs/saves.jsonl (never through a link: Run.inside, O_NOFOLLOW) with its files, the step,
     whether it is the final model and this launch's id. A folder that leads outside the run is refused
     (refuse_save_outside): no line, the trainer exits. `held` (model, optimizer, lr_scheduler, state: what the
-    trainer saved from): each such file's sha256 is that of one read whose tensors or state equal memory's (round
-    18: a weight file replaced as it was saved was hashed from disk and signed); one that is not is refused
-    (SaveNotTrained, exit 3, no line). The line names the files so checked (`from_memory`)."""
+    trainer saved from, and tokenizer): each such file's sha256 is that of one read whose tensors or state equal
+    memory's (round 18: a weight file replaced as it was saved was hashed from disk and signed), the config files and
+    the tokenizer's too; one that is not is refused (SaveNotTrained, exit 3, no line). The line names the files so
+    checked (`from_memory`)."""
     refuse_save_outside(run, folder)
     read, problems = _from_memory(folder, held) if held else ({}, [])
     if problems:

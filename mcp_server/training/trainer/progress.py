@@ -177,13 +177,14 @@ class ProgressCallback(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         """After the Trainer's last file of checkpoint-N: the digest of what it saved, recorded in the run's ledger
         (digest.record_save), which makes the checkpoint complete and lets a resume check it loads what the run
-        wrote: the weights, optimizer, scheduler and trainer state as read back equal to the trainer's in memory."""
+        wrote: the weights, optimizer, scheduler, trainer state, config and tokenizer files as read back equal to the
+        trainer's in memory."""
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             if folder.is_dir():  # its files compared with what they were saved from (round 18)
                 held = {} if sharded(args) else {"model": kwargs.get("model"), "state": state, **{
                     name: kwargs.get(name) or getattr(self.trainer, name, None)
-                    for name in ("optimizer", "lr_scheduler")}}
+                    for name in ("optimizer", "lr_scheduler")}, "tokenizer": kwargs.get("processing_class")}
                 record_save(self.run, folder, state.global_step, **held)
         return control
 

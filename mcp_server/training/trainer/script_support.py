@@ -268,7 +268,7 @@ def train_and_save(trainer, run_dir: Path) -> None:
         return
     trainer.save_model(training_args.output_dir)
     if trainer.accelerator.is_main_process:
-        held = {} if sharded(training_args) else {"model": trainer.model}  # the weights as trained (round 18)
+        held = {} if sharded(training_args) else {"model": trainer.model, "tokenizer": trainer.processing_class}
         record_save(Run(Path(run_dir)), Path(training_args.output_dir), trainer.state.global_step, final=True,
                     **held)
         write_outcome(run_dir, "succeeded", global_step=trainer.state.global_step, output_dir=training_args.output_dir)

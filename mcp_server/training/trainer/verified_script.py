@@ -232,6 +232,9 @@ def main(argv: list[str] | None = None) -> None:
     path = os.path.abspath(argv[0])
     with open(path, "rb") as handle:
         data = handle.read()
+    from mcp_server.kernel_sets import private_compile_cache
+
+    private_compile_cache()  # before anything compiles: a cache no other user can have planted code in
     expected = os.environ.get(SCRIPT_SHA_ENV, "").strip()
     if expected and hashlib.sha256(data).hexdigest() != expected:
         _refuse(f"{argv[0]} is not the train/train.py the inspection verdict reviewed (changed after "

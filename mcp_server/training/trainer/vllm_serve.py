@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"cannot build the vLLM server's command with TRL's build_command: {type(exc).__name__}: {exc}")
     print("vLLM server: " + " ".join(f"{k}={v}" for k, v in DEV_MODE.items()) + " " + shlex.join(command),
           flush=True)
+    from mcp_server.kernel_sets import private_compile_cache
+
+    private_compile_cache()  # vLLM compiles: a cache of this user's alone (inherited through the exec)
     os.execve(sys.executable, command, {**os.environ, **DEV_MODE})
 
 

@@ -94,7 +94,7 @@ class LocalLauncher:
         the verdict was recorded under (launchers.base.with_python_check) before it first runs."""
         refuse_foreign_launch_files(run, plan, run.launch_script, "written by llm-finetuning launch_training")
         written = write_accelerate(run, plan)
-        python_pin, loader_pin = verdict_shell_pins(run)
+        python_pin, loader_pin = verdict_shell_pins(plan.verdict)
         script = with_python_check(plan.script, plan.train_command[0], python_pin, REFUSED_EXIT, loader_pin)
         path = atomic_write_text_exec(run.launch_script, script)
         return {**written, "script": str(path), "script_text": script}
@@ -112,9 +112,9 @@ class LocalLauncher:
         python = plan.train_command[0]
         started_ts = time.time()
         launch_id = uuid.uuid4().hex
-        pins = verdict_env(run)  # what the trainer checks against, and what this launch trains (trained_record)
-        record_launch(run.dir, launch_id, trained=trained_record(run, config_sha, pins))  # outside the workspace:
-        # whose records count, and what trained (evidence.record_launch)
+        pins = verdict_env(plan.verdict)  # what the trainer checks against, and what this launch trains
+        # outside the workspace: whose records count, and what trained (evidence.record_launch)
+        record_launch(run.dir, launch_id, trained=trained_record(run, config_sha, pins, plan.verdict))
         copy = launch_copy(run, written["script_text"], launch_id)
         proc, reward_sha = _spawn(run, python, start.resumed_from, launch_id, copy, pins)
         try:

@@ -46,7 +46,7 @@ from mcp_server.training.launchers.slurm.job import (
 )
 from mcp_server.training.launchers.slurm.node_plan import comment_block, node_table
 from mcp_server.training.launchers.slurm.script import SlurmLayout, render_sbatch, with_pins
-from mcp_server.inspection.trained import verdict_reward_sha256
+from mcp_server.inspection.trained import REWARD_SHA_ENV
 from mcp_server.workspace import atomic_write_text, baseline_hashes, sha256_file
 
 
@@ -112,8 +112,8 @@ class SlurmLauncher:
         """train/accelerate.yaml and train/launch.slurm, with the verdict's pins as the gates saw them (the job's
         trainer checks against them, as the local launcher's: launchers.base.verdict_env)."""
         refuse_foreign_launch_files(run, plan, run.slurm_script, "submitted by llm-finetuning launch_training")
-        python_pin, loader_pin = verdict_shell_pins(run)
-        script = with_python_check(with_pins(plan.script, verdict_env(run)), plan.details.layout.python,
+        python_pin, loader_pin = verdict_shell_pins(plan.verdict)
+        script = with_python_check(with_pins(plan.script, verdict_env(plan.verdict)), plan.details.layout.python,
                                    python_pin, REFUSED_EXIT, loader_pin)
         return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, script)),
                 "slurm_text": script}
@@ -139,12 +139,12 @@ class SlurmLauncher:
         record = submit(run, details.layout, details.node_plan, {
             "command": plan.train_command, "python": details.layout.python, "config_sha256": config_sha,
             "launched_config": start.config_values,
-            "train_script_sha256": script_sha, "reward_code_sha256": verdict_reward_sha256(run),
+            "train_script_sha256": script_sha, "reward_code_sha256": verdict_env(plan.verdict).get(REWARD_SHA_ENV),
             "git_commit": start.commit, "strategy": plan.strategy, "num_processes": plan.num_processes,
             "num_nodes": plan.num_nodes, "accelerate_config": written.get("accelerate_config"),
             "vllm_server": plan.vllm, "resumed_from": start.resumed_from, "resume_patch": start.patch,
             "history": history(start.previous), "baselines": baseline_hashes()}, written["slurm_text"],
-            trained=trained_record(run, config_sha, verdict_env(run)))
+            trained=trained_record(run, config_sha, verdict_env(plan.verdict), plan.verdict))
         return LaunchResult(
             launched=True, run_dir=str(run.dir), state="pending", command=plan.train_command,
             config_sha256=config_sha, train_script_sha256=script_sha, git_commit=start.commit,
