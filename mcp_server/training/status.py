@@ -334,8 +334,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         if step is None and state in ("starting", "running"):
             where = _before_first_step(run, derived, estimate, max_steps)
         elif state == "stopping":  # what the stop waits for, with its figures (walk 12: none)
-            where += stopping_text(run, record, step, _step_began(run, derived, latest) if step is not None else
-                                   _seconds((signed_record(run, run.train_begin, record) or {}).get("time")))
+            where += stopping_text(run, record, step, _step_began(run, derived, latest) if step is not None else None)
         message = f"{run.name} {STATE_WORDS.get(state, 'is ' + state)}, {where}" + overdue + (
             f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") + _measured(lines, speed)
             if eta is not None else "")

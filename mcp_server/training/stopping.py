@@ -73,6 +73,8 @@ def stopping_text(run: Run, record: dict | None, step: int | None, began: float 
     logged = step_time(run)
     expected = logged if logged is not None else _planned_step_s(run)
     said = f"; waiting for {which} to end and its checkpoint to be saved"
+    if began is None:  # its first step: from the trainer's start (this launch's signed record)
+        began = _positive((signed_record(run, run.train_begin, record) or {}).get("time"))
     if began is not None:
         running = max(now - began, 0.0)
         said += f": running for {running:.0f} s"
