@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, describe_failure, escaped_name, short
-from mcp_server.memory.estimate import step_estimate
+from mcp_server.memory.estimate import calibrate, step_estimate
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.training.models import (
     HealthFlag,
@@ -250,9 +250,11 @@ def _steps_take(estimate, max_steps: int | None) -> str:
                             if max_steps else "")
 
 
-def _measured(lines: list[dict], speed: float) -> str:
+def _measured(run: Run, lines: list[dict], speed: float) -> str:
     """What an ETA after the first step stands on: the steps measured, no longer the planner's estimate (walk 11:
-    the estimate said 10.3 min a step, the steps took 8-13 min)."""
+    the estimate said 10.3 min a step, the steps took 8-13 min); kept against the estimate, which the next runs'
+    estimates on this machine are corrected by (estimate.calibrate; walk 12)."""
+    calibrate(run, 1 / speed)
     timed = sum(1 for line in lines[-STEP_TIMES:] if (_seconds(line.get("step_time")) or 0) > 0)  # as _speed
     return f" (the measured {'step time' if timed else 'rate'}: {_duration(1 / speed)} a step, " + (
         f"the median of the last {timed} step{'s' if timed != 1 else ''} logged" if timed else
@@ -336,7 +338,7 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         elif state == "stopping":  # what the stop waits for, with its figures (walk 12: none)
             where += stopping_text(run, record, step, _step_began(run, derived, latest) if step is not None else None)
         message = f"{run.name} {STATE_WORDS.get(state, 'is ' + state)}, {where}" + overdue + (
-            f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") + _measured(lines, speed)
+            f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") + _measured(run, lines, speed)
             if eta is not None else "")
     message += launcher_of(derived.record).status_text(derived)
     message += "".join(f"; {problem}" for problem in file_problems(run))
