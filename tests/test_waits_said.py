@@ -56,3 +56,30 @@ def test_a_decode_that_waits_for_its_first_token_says_so_with_its_figures(tiny_m
     step = lines.index(next(line for line in lines if "token 1 of up to 4;" in line or "token 1 of up to 4" in line
                             and "waiting" not in line))
     assert all("waiting" not in line for line in lines[step:]), lines  # once a step ran, no wait is said
+
+
+def test_a_launch_gate_that_takes_long_says_so_with_its_seconds(workspace, monkeypatch):
+    """Walk 12: a launch printed each gate's first line, then nothing while the gate ran (a minute on a busy
+    machine). While a gate runs, a line names it with its seconds so far. The window is forced: the report of the
+    first gate's line (code the tool runs inside that gate) holds until the tool has said the gate is still running."""
+    from support import emit_run
+
+    from mcp_server.training import launch_gates
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    monkeypatch.setattr(launch_gates, "GATE_TICK_S", 0.05)
+    run_dir = emit_run("held-gate")
+    said, lines = threading.Event(), []
+
+    def report(done, total, message):
+        lines.append(message)
+        if message.startswith("gates: still checking"):
+            said.set()
+        elif message.startswith("gates: the logs folder"):
+            assert said.wait(WAIT_S), "the tool said nothing while its gate ran"
+
+    result = launch_training(LaunchRequest(run=str(run_dir)), report)
+    assert not result.launched  # no inspection verdict: refused, after every gate ran
+    still = next(line for line in lines if line.startswith("gates: still checking"))
+    assert " s in this gate so far" in still, still
