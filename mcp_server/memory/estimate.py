@@ -135,7 +135,8 @@ def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] |
     factor = slowdown(cpu, load_.typical)
     low = min(step.step_s * slowdown(c, load_.low) for step, c in steps)
     high = max(step.step_s * slowdown(c, load_.high) for step, c in steps)
-    measured = cpu_speed.ratios(but=Path(spec.base_dir) if spec.base_dir is not None else None) if calibrated else []
+    own = Path(spec.base_dir) if spec.base_dir is not None else None
+    measured = cpu_speed.ratios(params.total, but=own) if calibrated else []
     model = seconds
     if measured:  # the runs this machine measured: their median ratio moves the figure, their spread the range
         seconds, low, high = (seconds * median(measured), low * min(measured), high * max(measured))
@@ -162,7 +163,7 @@ def calibrate(run: Run, measured_s: float, load: cpu_speed.Load | None = None) -
     if estimate is None or estimate.step_s <= 0 or measured_s <= 0:
         return None
     ratio = measured_s / estimate.step_s
-    cpu_speed.keep_ratio(run.dir, ratio, load.typical)
+    cpu_speed.keep_ratio(run.dir, ratio, load.typical, count_params(architecture_of(None, spec.fields)[1]).total)
     return ratio
 
 
