@@ -127,7 +127,7 @@ def test_a_cpu_run_has_a_step_estimate_from_the_machine_and_its_config(workspace
     # a running run is one of the load it reads: its own threads are not counted against it
     assert step_estimate(spec, measure=False, load=(16.0, 2), running=True).step_s < busy.step_s
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a launch environment that sets it: the trainer's torch follows it
-    assert "measured on 1 CPU thread)" in step_estimate(spec, load=quiet).text
+    assert "measured on 1 CPU thread" in step_estimate(spec, load=quiet).text  # then the load's words (walk 12)
 
 
 def reading(share: float, sync_s: float, op_s: float = 200e-6, flops: float = 5e9, bandwidth: float = 3e9):
@@ -149,7 +149,9 @@ def test_the_cpu_step_estimate_holds_under_a_steady_load_and_its_range_covers_th
     spike = reading(0.05, 0.400, op_s=1e-3, flops=2e9, bandwidth=1e9)
     steady = [cpu_speed.load_range((10.6, 10.2, 9.8), 2), cpu_speed.load_range((11.0, 10.4, 10.1), 2)]
     one = [step_estimate(spec, load=steady[0], readings=[r]).step_s for r in (lull, spike)]
-    assert max(one) > 4 * min(one), one  # what one reading each made of the same config at the same load
+    # what one reading each made of the same config at the same load (4x before walk 12's change: the spike's time,
+    # never below its own, is now scaled by the 5% share it got, so one reading moves the figure 2x)
+    assert max(one) > 2 * min(one), one
     emissions = [(steady[0], [lull, *busy]), (steady[1], [busy[2], spike, busy[0], busy[3], busy[1]])]
     first, second = (step_estimate(spec, load=load, readings=readings) for load, readings in emissions)
     assert max(first.step_s, second.step_s) <= 1.5 * min(first.step_s, second.step_s), (first, second)
