@@ -1,0 +1,116 @@
+"""Where a run writes, as one table (round 19, b01/b01b): every folder the run writes into (the launchers, the
+trainer, its libraries and trackers, the archive flags) is declared once, in training/written.py (WRITTEN), and the
+launch and resume gate's link and hard-link checks are generated from it. Rows: one per declared target (a target
+without a row fails test_every_write_target_has_a_row) x a link to a folder outside the workspace, a dangling link
+(the target itself), and, for a target written in place, an entry of it as a link out, as a dangling link and as a
+hard link to a file outside. Each cell is a stopped run (the run-state table's, nothing trains) resumed through
+resume_training: refused by the logs gate naming what was planted, and the outside file or folder untouched.
+
+Round 19, b02/b04 and the resume patch's archive/: archive/ is reached through held directory descriptors
+(training/run_archive.py): a link planted there after the early check is refused when the move happens, before
+anything moves, and nothing leaves the run. The window is forced by code the tool runs at that moment: the
+launcher's check (Launcher.check runs right before the gates), and the export's model load."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from test_run_states import CELLS, build
+
+from mcp_server.training.written import WRITTEN
+
+STOPPED = next(c for c in CELLS if c.phase == "stopped" and not c.variant)
+SUCCEEDED = next(c for c in reversed(CELLS) if c.phase == "succeeded" and not c.variant)
+
+# One row per target of WRITTEN: an entry the run writes there (a target renamed into: its folder alone is refused).
+ROWS = {"train": "train/launch.sh", "logs": "train/logs/stdout.log", "cache": "cache/datasets/json/data.arrow",
+        "trackers": "trackers/mlflow.db", "output_dir": "checkpoints/checkpoint-9/trainer_state.json",
+        "archive": "archive/attempt-1/run.json"}
+FOLDER_CASES = ("folder link out", "folder dangling link")
+ENTRY_CASES = ("entry link out", "entry dangling link", "entry hard link out")
+CELLS_OF_TABLE = [(t.member, case) for t in WRITTEN for case in FOLDER_CASES + (ENTRY_CASES if t.entries else ())]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    root = tmp_path_factory.mktemp("write-targets-ws")
+    base = root / "base-model"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    template = root / "template"
+    (template / "train").mkdir(parents=True)
+    (template / "train" / "config.yaml").write_text(yaml.safe_dump(
+        {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        yield build(root, template, STOPPED), build(root, template, SUCCEEDED)
+
+
+def test_every_write_target_has_a_row():
+    assert set(ROWS) == {t.member for t in WRITTEN}, "a write target of training/written.py has no row in ROWS"
+
+
+def _plant(run_dir: Path, member: str, case: str, outside: Path) -> tuple[str, Path]:
+    """What `case` plants for `member` in the run: (its path relative to the run, the outside thing it reaches)."""
+    entry = Path(ROWS[member])
+    path = run_dir / (entry.parts[0] if member != "logs" else "train/logs") if case in FOLDER_CASES else run_dir / entry
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    path.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    reached = outside / "folder" if case == "folder link out" else outside / "file"
+    if case == "folder link out":
+        reached.mkdir()
+    elif case in ("entry link out", "entry hard link out"):
+        reached.write_text("a file of the person, outside the workspace\n")
+    if case == "entry hard link out":
+        os.link(reached, path)
+    else:
+        path.symlink_to(reached if "dangling" not in case else outside / "nothing-here" / path.name)
+    return str(path.relative_to(run_dir)), reached
+
+
+@pytest.mark.parametrize("member, case", CELLS_OF_TABLE, ids=[f"{m}-{c.replace(' ', '-')}" for m, c in CELLS_OF_TABLE])
+def test_a_link_or_second_name_where_the_run_writes_refuses_the_resume(made, tmp_path, member, case):
+    from mcp_server.training.launch import resume_training
+    from mcp_server.training.models import RunRequest
+
+    run_dir = made[0].parent / f"planted-{member}-{case.replace(' ', '-')}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made[0], run_dir, symlinks=True)
+    planted, reached = _plant(run_dir, member, case, tmp_path)
+    before = reached.read_bytes() if reached.is_file() else None
+    try:
+        result = resume_training(RunRequest(run=str(run_dir)))
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    said = " ".join(r.message for r in result.refusals)
+    assert not result.launched and [r.gate for r in result.refusals] == ["logs"], said
+    assert planted in said, said
+    if before is not None:
+        assert reached.read_bytes() == before
+    elif reached.is_dir():
+        assert not any(reached.iterdir())
+
+
+def test_the_trainer_refuses_a_link_in_its_trackers_folder(made, tmp_path, capsys):
+    """The trainer's own look at trackers/ (trainer/tracker_dirs.py, from WRITTEN's row), where it is about to
+    write: a dangling trackers/mlflow.db (SQLite would create the file it names, outside) is refused, exit 3."""
+    from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs
+
+    run_dir = made[0].parent / "trainer-trackers"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.copytree(made[0], run_dir, symlinks=True)
+    (run_dir / "trackers").mkdir()
+    (run_dir / "trackers" / "mlflow.db").symlink_to(tmp_path / "their.db")
+    with pytest.raises(SystemExit) as exited:
+        make_tracker_dirs(run_dir, ["mlflow"])
+    assert exited.value.code == 3 and "trackers/mlflow.db" in capsys.readouterr().err
+    assert not (tmp_path / "their.db").exists()
+    shutil.rmtree(run_dir)
+
