@@ -432,3 +432,34 @@ def test_the_launch_gate_refuses_a_second_name_or_a_pipe_anywhere_training_write
     assert [r.gate for r in refusals] == ["logs"], refusals
     assert path in refusals[0].message, refusals[0].message
 
+
+# Round 19, b02: launch_training --archive-previous checked archive/ once, before the gates, and moved the earlier
+# attempt through it by path after them; archive/ planted as a link to a folder outside meanwhile took run.json, the
+# logs and the checkpoints out of the workspace. The window is forced by the launch's own progress line (the
+# report the core calls as the config gate starts, after the logs gate looked at archive/): the move, through held
+# directory descriptors (training/run_archive.py), refuses the link and nothing moves or starts.
+@pytest.mark.slow  # the gates rehearse a training step
+def test_an_archive_link_planted_during_the_gates_moves_nothing_out(ws, tmp_path):
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    run_dir = stopped_run(ws, "archive-planted")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def plant(done, total, line):
+        if line.startswith("config: validating") and not (run_dir / "archive").is_symlink():
+            (run_dir / "archive").symlink_to(outside)
+
+    def attempt():  # the earlier attempt's record, logs and checkpoints (the gates write env-report.json)
+        return {k: v for k, v in tree(run_dir).items() if k == "run.json" or k.startswith(("train/logs/", "checkp"))}
+
+    before = attempt()
+    try:
+        result = launch_training(LaunchRequest(run=str(run_dir), archive_previous=True), report=plant)
+    finally:
+        stop_any_trainer(run_dir)
+    assert (run_dir / "archive").is_symlink(), "the planting line was never reported"
+    said = " ".join(r.message for r in result.refusals)
+    assert not result.launched and "archive" in said and "symbolic link" in said, result.message
+    assert not any(outside.iterdir()) and attempt() == before

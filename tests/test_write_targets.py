@@ -114,3 +114,34 @@ def test_the_trainer_refuses_a_link_in_its_trackers_folder(made, tmp_path, capsy
     assert not (tmp_path / "their.db").exists()
     shutil.rmtree(run_dir)
 
+
+# Round 19, b04: export_model --archive-previous checked archive/ once, before the load, and renamed export/ into it
+# by path after the load, the decode and the save; archive/ planted as a link meanwhile took the earlier export (the
+# person's shipped model and card) out of the workspace. The window is forced by the export's own progress line
+# ("loading ...", after the check): the move, through held directory descriptors, refuses it; nothing moves.
+def test_an_archive_link_planted_during_the_export_moves_nothing_out(workspace, tiny_model, tmp_path):
+    from support import emit_run
+
+    from mcp_server.evaluation.export import export_model
+    from mcp_server.evaluation.models import ExportRequest
+    from mcp_server.errors import UserInputError
+    from mcp_server.runs import Run
+
+    run = Run(emit_run("export-archive"))
+    shutil.copytree(tiny_model, run.checkpoints)
+    export_model.__wrapped__(ExportRequest(run=str(run.dir), allow_unpromoted=True))  # the core, in this process
+    first = {p.name: p.read_bytes() for p in run.export.iterdir()}
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def plant(done, total, line):
+        if line.startswith("loading") and not run.archive.is_symlink():
+            run.archive.symlink_to(outside)
+
+    with pytest.raises(UserInputError) as refused:
+        export_model.__wrapped__(ExportRequest(run=str(run.dir), allow_unpromoted=True, archive_previous=True),
+                                 report=plant)
+    assert run.archive.is_symlink() and "archive" in str(refused.value), refused.value
+    assert not any(outside.iterdir()) and {p.name: p.read_bytes() for p in run.export.iterdir()} == first
+    assert not [p for p in run.dir.iterdir() if p.name.startswith(".export-")]  # the new export's staging, gone
+

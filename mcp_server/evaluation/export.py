@@ -29,6 +29,7 @@ from mcp_server.model_ref import BUILT_IN, known_name, load_model, report_name
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
+from mcp_server.training.run_archive import ArchiveSlot
 from mcp_server.workspace import archive_problem, atomic_write_text, tree_digest, tree_files
 
 EXPORT = ("to export that checkpoint as it is (export_model does not judge it: promote_checkpoint does, and without "
@@ -250,10 +251,9 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         report(3, STAGES, f"reloading the export and comparing greedy outputs: {work.left()}")
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
         archived = None
-        if export_dir.exists():  # archive_previous (checked above): moved aside, never deleted
-            archived = run.archive_slot("export")
-            archived.parent.mkdir(parents=True, exist_ok=True)
-            export_dir.rename(archived)
+        if export_dir.exists():  # archive_previous (checked above, and again as it moves: run_archive)
+            with ArchiveSlot(run, "export") as slot:
+                archived = slot.become(export_dir)
         tmp.rename(export_dir)
         report(STAGES, STAGES, f"exported to {export_dir}")
     except BaseException:
