@@ -145,3 +145,24 @@ def test_an_archive_link_planted_during_the_export_moves_nothing_out(workspace, 
     assert not any(outside.iterdir()) and {p.name: p.read_bytes() for p in run.export.iterdir()} == first
     assert not [p for p in run.dir.iterdir() if p.name.startswith(".export-")]  # the new export's staging, gone
 
+
+@pytest.mark.parametrize("tool", ["export", "promote"])
+def test_a_run_outside_the_workspace_is_refused_naming_the_workspace(workspace, tiny_model, tmp_path, tool):
+    """Round 19 (noticed): export_model and promote_checkpoint acted on a run given by absolute path outside the
+    workspace (export/ written into another workspace's run). Refused, naming the workspace; nothing written."""
+    from conftest import cli_here
+    from support import emit_run
+
+    run_dir = emit_run(f"elsewhere-{tool}")
+    shutil.copytree(tiny_model, run_dir / "checkpoints")
+    other = tmp_path / "other-ws" / "runs" / run_dir.name
+    other.parent.mkdir(parents=True)
+    shutil.move(run_dir, other)
+    files = sorted(p for p in other.rglob("*"))
+    args = ["export-model", str(other), "--allow-unpromoted"] if tool == "export" else [
+        "promote-checkpoint", str(other)]
+    proc = cli_here(*args)
+    assert proc.returncode == 2 and "outside the workspace" in proc.stderr and str(workspace) in proc.stderr, \
+        proc.stderr
+    assert sorted(p for p in other.rglob("*")) == files
+

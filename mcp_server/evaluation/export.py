@@ -30,7 +30,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
 from mcp_server.training.run_archive import ArchiveSlot
-from mcp_server.workspace import archive_problem, atomic_write_text, tree_digest, tree_files
+from mcp_server.workspace import archive_problem, atomic_write_text, refuse_run_outside, tree_digest, tree_files
 
 EXPORT = ("to export that checkpoint as it is (export_model does not judge it: promote_checkpoint does, and without "
           "its PROMOTE set allow_unpromoted, CLI --allow-unpromoted; the model card names the step the run stopped at)")
@@ -192,6 +192,7 @@ def _umask() -> int:
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
     run = resolve_run(request.run)
+    refuse_run_outside(run.dir, "export_model")
     try:
         config, base, ckpt = run.trained_model(request.checkpoint)
     except UserInputError:  # no model there: a run still training (or failed) is named by its state (issue 49)
