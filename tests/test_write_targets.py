@@ -166,3 +166,30 @@ def test_a_run_outside_the_workspace_is_refused_naming_the_workspace(workspace, 
         proc.stderr
     assert sorted(p for p in other.rglob("*")) == files
 
+
+def test_the_exports_modes_are_set_without_setting_the_process_umask(tmp_path, monkeypatch):
+    """Round 19 (noticed): the export read the umask by setting it (os.umask, process-wide) where /proc could not
+    tell it, inside the MCP server whose calls run on threads. The modes are set explicitly (0666 and 0777 less the
+    umask, as a plain copy's), the umask read without ever being set, even with /proc unreadable."""
+    from mcp_server.evaluation.export import modes_as_umask
+
+    status = Path("/proc/self/status").read_text()
+    mask = int(next(line for line in status.splitlines() if line.startswith("Umask:")).split()[1], 8)
+    folder = tmp_path / "export"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights")
+    os.chmod(folder / "model.safetensors", 0o600)
+    os.chmod(folder, 0o700)
+    read_text = Path.read_text
+
+    def no_proc(self, *args, **kwargs):
+        if str(self).startswith("/proc"):
+            raise OSError("no /proc here")
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", no_proc)
+    monkeypatch.setattr(os, "umask", lambda *_: pytest.fail("os.umask set: process-wide, under the server's threads"))
+    modes_as_umask(folder)
+    monkeypatch.undo()
+    modes = {p.name: p.stat().st_mode & 0o777 for p in [folder, *folder.rglob("*")]}
+    assert modes == {"export": 0o777 & ~mask, "sub": 0o777 & ~mask, "model.safetensors": 0o666 & ~mask}, modes

@@ -9,6 +9,7 @@ identical to the checkpoint's.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -169,24 +170,30 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
 
 def modes_as_umask(folder: Path) -> None:
     """The export's modes as a plain copy's: files 0666, folders 0777, less the process's umask (walk 10: export/
-    was 0700 and model.safetensors and README.md 0600, mkdtemp's and mkstemp's, beside 0644 files)."""
-    mask = _umask()
+    was 0700 and model.safetensors and README.md 0600, mkdtemp's and mkstemp's, beside 0644 files), each set
+    explicitly (chmod): the umask is read, never set (round 19: os.umask is process-wide, and the MCP server runs
+    calls on threads)."""
+    mask = _umask(folder)
     for path in [folder, *folder.rglob("*")]:
         if not path.is_symlink():
             path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
 
 
-def _umask() -> int:
-    """The process's umask, read without setting it (/proc, Linux); else set and put back."""
+def _umask(folder: Path) -> int:
+    """The process's umask, read without setting it: /proc (Linux), else from the mode of a folder made with 0777
+    in `folder` (and removed)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
     except (OSError, ValueError):
         pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    probe = folder / f".umask-{os.getpid()}-{secrets.token_hex(8)}"
+    probe.mkdir(0o777)  # never there before: mkdir refuses a name taken
+    try:
+        return ~probe.stat().st_mode & 0o777
+    finally:
+        probe.rmdir()
 
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
