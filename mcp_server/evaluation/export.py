@@ -198,8 +198,7 @@ def _umask(folder: Path) -> int:
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
-    run = resolve_run(request.run)
-    refuse_run_outside(run.dir, "export_model")
+    run = refuse_run_outside(resolve_run(request.run), "export_model")
     try:
         config, base, ckpt = run.trained_model(request.checkpoint)
     except UserInputError:  # no model there: a run still training (or failed) is named by its state (issue 49)

@@ -59,8 +59,7 @@ from mcp_server.workspace import (atomic_write_json, atomic_write_text, eval_roo
 # ---------------------------------------------------------------- the tool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
-    run = resolve_run(request.run)
-    refuse_run_outside(run.dir, "promote_checkpoint")
+    run = refuse_run_outside(resolve_run(request.run), "promote_checkpoint")
     state, refusal = state_refusal(run, bool(request.checkpoint))
     if refusal:
         raise refusal
