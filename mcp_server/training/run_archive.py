@@ -92,18 +92,37 @@ class ArchiveSlot:
         folder on the way is opened before the first move, so a link there refuses them all (ArchiveRefused) and
         nothing has moved. The paths moved, as they were named."""
         moves = []
-        for path in paths:
-            rel = Path(path).relative_to(self.run.dir).parts
-            source = self._folder(self.root, rel[:-1], self.run.dir, make=False) if rel[:-1] else self.root
-            try:
-                os.lstat(rel[-1], dir_fd=source)
-            except FileNotFoundError:
-                continue
-            target = self._folder(self.slot, rel[:-1], self.path, make=True) if rel[:-1] else self.slot
-            moves.append((path, source, target, rel[-1]))
+        try:
+            for path in paths:
+                rel = Path(path).relative_to(self.run.dir).parts
+                source = self._folder(self.root, rel[:-1], self.run.dir, make=False) if rel[:-1] else self.root
+                try:
+                    os.lstat(rel[-1], dir_fd=source)
+                except FileNotFoundError:
+                    continue
+                target = self._folder(self.slot, rel[:-1], self.path, make=True) if rel[:-1] else self.slot
+                moves.append((path, source, target, rel[-1]))
+        except ArchiveRefused:  # nothing moved: the slot made for it goes (its empty folders, through descriptors)
+            self._empty(self.slot)
+            with contextlib.suppress(OSError):
+                os.rmdir(self.name, dir_fd=self.archive)
+                if self.made_archive:
+                    os.rmdir("archive", dir_fd=self.root)
+            raise
         for _, source, target, name in moves:
             os.rename(name, name, src_dir_fd=source, dst_dir_fd=target)
         return [path for path, *_ in moves]
+
+    def _empty(self, fd: int) -> None:
+        """Remove the empty folders under the descriptor `fd` (what move_in made before a refusal)."""
+        for name in os.listdir(fd):
+            with contextlib.suppress(OSError):
+                inner = os.open(name, _DIR, dir_fd=fd)
+                try:
+                    self._empty(inner)
+                finally:
+                    os.close(inner)
+                os.rmdir(name, dir_fd=fd)
 
     def become(self, path: Path) -> Path:
         """The folder `path` (the run's) renamed to be the slot itself (archive/export-<n>/ is the earlier export/):
