@@ -140,6 +140,19 @@ def linked_out(path: Path, root: Path | None = None) -> str | None:
     return f"{path} leads outside the workspace {root} {where} through a link: nothing is read or written through it"
 
 
+def refuse_run_outside(run, what: str):
+    """`run` (a runs.Run), or UserInputError('run') when its directory (links followed) is not inside the workspace:
+    `what` (export_model, promote_checkpoint) writes into the run, and nothing outside the workspace is written
+    (round 19: an absolute path to another workspace's run had export/ written there)."""
+    root = workspace_root()
+    real, outside = leads_outside(Path(run.dir), root)
+    if outside:
+        raise UserInputError("run", f"{run.dir} is outside the workspace {root}: {what} writes into the run, and "
+                             "nothing outside the workspace is written. Set LLM_FINETUNING_WORKSPACE to the "
+                             "workspace that holds the run (or run the command there)")
+    return run
+
+
 def refuse_run_dir_outside(path: Path, field: str = "run_dir") -> None:
     """UserInputError(field) unless `path` (resolved: links followed) is a folder strictly inside the workspace
     that is not one of its own folders (WORKSPACE_FOLDERS: runs/, eval/, ...). Round 12 (D3): `emit-config

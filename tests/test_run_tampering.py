@@ -318,11 +318,11 @@ def test_a_config_env_block_cannot_switch_the_trainers_checks(workspace, tiny_mo
 
 # ---------------------------------------------------------------- the launch gate's links, as a table (issue 48, m11)
 # m11-runs-cache-link-unrefused: <run>/cache as a link outside the workspace passed the launch gate. Rows: every
-# folder the gate refuses as a link (launch_gates.LINKS_REFUSED) and every folder of the run train/launch.sh
-# writes into (so a folder dropped from the declaration keeps its rows and fails them), every entry of the folders
-# whose entries it refuses (ENTRIES_REFUSED: each file Run names under train/logs/, each cache launch.sh points
-# into cache/) x where the link leads: inside the workspace, outside it, nowhere (dangling), a link to a link
-# outside. Each is refused by the logs gate naming the link, before anything starts (no process: fast).
+# folder the gate refuses as a link (written.WRITTEN, the one list of where the run writes) and every folder of the
+# run train/launch.sh writes into (so a folder dropped from the declaration keeps its rows and fails them), every
+# entry of the folders written in place (WRITTEN's `entries`: each file Run names under train/logs/, each cache
+# launch.sh points into cache/) x where the link leads: inside the workspace, outside it, nowhere (dangling), a
+# link to a link outside. Each is refused by the logs gate naming the link, before anything starts (no process: fast).
 TARGETS = ("inside-workspace", "outside-workspace", "dangling", "link-to-link")
 
 
@@ -345,12 +345,12 @@ def launch_sh_writes() -> tuple[set[str], set[str]]:
 def _link_rows() -> list[tuple[str, str]]:
     """(relative path, 'folder' | 'file') of every link the launch gate must refuse."""
     from mcp_server.runs import Run
-    from mcp_server.training.launch_gates import ENTRIES_REFUSED, LINKS_REFUSED
+    from mcp_server.training.written import written_paths
 
     run = Run(Path("/r"))
     folders, entries = launch_sh_writes()
-    folders |= {_relative(getattr(run, name), run.dir) for name in LINKS_REFUSED}
-    within = {_relative(getattr(run, name), run.dir) for name in ENTRIES_REFUSED}
+    folders |= {_relative(path, run.dir) for _, path in written_paths(run, {})}
+    within = {_relative(path, run.dir) for target, path in written_paths(run, {}) if target.entries}
     named = [getattr(run, name) for name, attr in vars(Run).items() if isinstance(attr, property)]
     files = {_relative(path, run.dir) for path in named if isinstance(path, Path) and path.parent != run.dir
              and _relative(path.parent, run.dir) in within}  # the run's files in them (train/logs/progress.jsonl)
@@ -364,7 +364,8 @@ def _link_rows() -> list[tuple[str, str]]:
 DEEP_ROWS = [("checkpoints", "folder"), ("checkpoints/checkpoint-4", "folder"),
              ("checkpoints/checkpoint-4/trainer_state.json", "file"), ("checkpoints/model.safetensors", "file"),
              ("checkpoints/runs/events.out", "file"), ("train/logs/attempt/stdout.log", "file"),
-             ("cache/datasets/json/data.arrow", "file")]
+             ("cache/datasets/json/data.arrow", "file"), ("trackers/mlflow.db", "file"),
+             ("trackers/wandb/run-1/files/output.log", "file")]  # round 19, b01: report_to's trackers/
 
 
 LINK_ROWS = _link_rows()
@@ -373,10 +374,10 @@ LINK_ROWS = _link_rows()
 def test_every_folder_launch_sh_writes_into_is_refused_as_a_link():
     """The declaration of what the gate refuses holds every folder train/launch.sh writes into."""
     from mcp_server.runs import Run
-    from mcp_server.training.launch_gates import LINKS_REFUSED
+    from mcp_server.training.written import written_paths
 
     run = Run(Path("/r"))
-    declared = {_relative(getattr(run, name), run.dir) for name in LINKS_REFUSED}
+    declared = {_relative(path, run.dir) for _, path in written_paths(run, {})}
     assert launch_sh_writes()[0] <= declared, (launch_sh_writes()[0], declared)
     assert {"cache", "train/logs"} <= {path for path, kind in LINK_ROWS if kind == "folder"}, LINK_ROWS
 
@@ -430,3 +431,35 @@ def test_the_launch_gate_refuses_a_second_name_or_a_pipe_anywhere_training_write
     refusals = link_refusals(Run(run_dir))
     assert [r.gate for r in refusals] == ["logs"], refusals
     assert path in refusals[0].message, refusals[0].message
+
+
+# Round 19, b02: launch_training --archive-previous checked archive/ once, before the gates, and moved the earlier
+# attempt through it by path after them; archive/ planted as a link to a folder outside meanwhile took run.json, the
+# logs and the checkpoints out of the workspace. The window is forced by the launch's own progress line (the
+# report the core calls as the config gate starts, after the logs gate looked at archive/): the move, through held
+# directory descriptors (training/run_archive.py), refuses the link and nothing moves or starts.
+@pytest.mark.slow  # the gates rehearse a training step
+def test_an_archive_link_planted_during_the_gates_moves_nothing_out(ws, tmp_path):
+    from mcp_server.training.launch import launch_training
+    from mcp_server.training.models import LaunchRequest
+
+    run_dir = stopped_run(ws, "archive-planted")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def plant(done, total, line):
+        if line.startswith("config: validating") and not (run_dir / "archive").is_symlink():
+            (run_dir / "archive").symlink_to(outside)
+
+    def attempt():  # the earlier attempt's record, logs and checkpoints (the gates write env-report.json)
+        return {k: v for k, v in tree(run_dir).items() if k == "run.json" or k.startswith(("train/logs/", "checkp"))}
+
+    before = attempt()
+    try:
+        result = launch_training(LaunchRequest(run=str(run_dir), archive_previous=True), report=plant)
+    finally:
+        stop_any_trainer(run_dir)
+    assert (run_dir / "archive").is_symlink(), "the planting line was never reported"
+    said = " ".join(r.message for r in result.refusals)
+    assert not result.launched and "archive" in said and "symbolic link" in said, result.message
+    assert not any(outside.iterdir()) and attempt() == before

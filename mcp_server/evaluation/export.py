@@ -9,6 +9,7 @@ identical to the checkpoint's.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -29,7 +30,8 @@ from mcp_server.model_ref import BUILT_IN, known_name, load_model, report_name
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.worker import runs_in_training
-from mcp_server.workspace import archive_problem, atomic_write_text, tree_digest, tree_files
+from mcp_server.training.run_archive import ArchiveSlot
+from mcp_server.workspace import archive_problem, atomic_write_text, refuse_run_outside, tree_digest, tree_files
 
 EXPORT = ("to export that checkpoint as it is (export_model does not judge it: promote_checkpoint does, and without "
           "its PROMOTE set allow_unpromoted, CLI --allow-unpromoted; the model card names the step the run stopped at)")
@@ -168,24 +170,30 @@ def _promotion_of(run: Run, config: dict, ckpt: Path, ckpt_sha: str, given: bool
 
 def modes_as_umask(folder: Path) -> None:
     """The export's modes as a plain copy's: files 0666, folders 0777, less the process's umask (walk 10: export/
-    was 0700 and model.safetensors and README.md 0600, mkdtemp's and mkstemp's, beside 0644 files)."""
-    mask = _umask()
+    was 0700 and model.safetensors and README.md 0600, mkdtemp's and mkstemp's, beside 0644 files), each set
+    explicitly (chmod): the umask is read, never set (round 19: os.umask is process-wide, and the MCP server runs
+    calls on threads)."""
+    mask = _umask(folder)
     for path in [folder, *folder.rglob("*")]:
         if not path.is_symlink():
             path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
 
 
-def _umask() -> int:
-    """The process's umask, read without setting it (/proc, Linux); else set and put back."""
+def _umask(folder: Path) -> int:
+    """The process's umask, read without setting it: /proc (Linux), else from the mode of a folder made with 0777
+    in `folder` (and removed)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
     except (OSError, ValueError):
         pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    probe = folder / f".umask-{os.getpid()}-{secrets.token_hex(8)}"
+    probe.mkdir(0o777)  # never there before: mkdir refuses a name taken
+    try:
+        return ~probe.stat().st_mode & 0o777
+    finally:
+        probe.rmdir()
 
 
 def refuse_staged_changes(staged: Path, model, tokenizer, card: str) -> None:
@@ -211,7 +219,7 @@ def refuse_staged_changes(staged: Path, model, tokenizer, card: str) -> None:
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def export_model(request: ExportRequest, report: Report = silent) -> ExportResult:
-    run = resolve_run(request.run)
+    run = refuse_run_outside(resolve_run(request.run), "export_model")
     try:
         config, base, ckpt = run.trained_model(request.checkpoint)
     except UserInputError:  # no model there: a run still training (or failed) is named by its state (issue 49)
@@ -272,10 +280,9 @@ def export_model(request: ExportRequest, report: Report = silent) -> ExportResul
         after = _greedy(*load_model(tmp), prompts, max_new_tokens)
         refuse_staged_changes(tmp, model, tokenizer, card)  # last, before it is swapped in
         archived = None
-        if export_dir.exists():  # archive_previous (checked above): moved aside, never deleted
-            archived = run.archive_slot("export")
-            archived.parent.mkdir(parents=True, exist_ok=True)
-            export_dir.rename(archived)
+        if export_dir.exists():  # archive_previous (checked above, and again as it moves: run_archive)
+            with ArchiveSlot(run, "export") as slot:
+                archived = slot.become(export_dir)
         tmp.rename(export_dir)
         report(STAGES, STAGES, f"exported to {export_dir}")
     except BaseException:

@@ -54,12 +54,13 @@ from mcp_server.evaluation.drift import (
     unmeasured_note,
     stage_report,
 )
-from mcp_server.workspace import (atomic_write_json, atomic_write_text, eval_root, sha256_file, tree_files)
+from mcp_server.workspace import (atomic_write_json, atomic_write_text, eval_root, refuse_run_outside, sha256_file,
+                                  tree_files)
 
 # ---------------------------------------------------------------- the tool
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
 def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> PromotionResult:
-    run = resolve_run(request.run)
+    run = refuse_run_outside(resolve_run(request.run), "promote_checkpoint")
     state, refusal = state_refusal(run, bool(request.checkpoint))
     if refusal:
         raise refusal

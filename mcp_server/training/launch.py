@@ -24,6 +24,7 @@ it (launchers/base.py, the seam).
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 from mcp_server.evidence import key as evidence_key
@@ -52,6 +53,7 @@ from mcp_server.training.models import GateRefusal, LaunchRequest, LaunchResult,
 from mcp_server.training.recording import record_in_git
 from mcp_server.training.resume_patch import (apply_patch, apply_refilter, changed_text, config_hash_refusal,
                                               last_good_checkpoint)
+from mcp_server.training.run_archive import ArchiveRefused, ArchiveSlot
 from mcp_server.training.runlock import LockNotOurs, RunLocked, run_lock
 from mcp_server.training.runrecord import checkpoints, passed_over, read_run_json
 from mcp_server.training.runstate import derive_state
@@ -161,7 +163,12 @@ def _launch(run: Run, request: LaunchRequest, report: Report = silent) -> Launch
     if stop:
         return stop
     if launched:  # archive_previous: the earlier attempt moves aside before anything new is written
-        _archive_attempt(run, config)
+        try:
+            _archive_attempt(run, config)
+        except ArchiveRefused as exc:  # archive/ (or a folder of what moves) made a link since the check: nothing moved
+            return refused(run, [GateRefusal(gate="state", message=exc.said, how_to_clear="replace it with a "
+                                             "directory inside the run (or remove it), then launch again")],
+                           derived.state)
     result = _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"), state_before=derived.state)
     said = launch_signal_warning(run) if result.launched else None  # the review's groups mostly alike (walk 11)
     return _with_estimate(run, result.model_copy(update={"warnings": [*result.warnings, said]}) if said else result)
@@ -179,19 +186,17 @@ def _with_estimate(run: Run, result: LaunchResult) -> LaunchResult:
 
 
 def _archive_attempt(run: Run, config: dict) -> Path:
-    """Move what a launch left (record, logs, checkpoints, promotion, export, plot) to archive/attempt-<n>/."""
-    slot = run.archive_slot("attempt")
-    out = run.output_dir(config)
+    """Move what a launch left (record, logs, checkpoints, promotion, export, plot) to archive/attempt-<n>/, through
+    held directory descriptors (run_archive: a link planted at archive/ during the gates is refused, never
+    followed)."""
+    out = Path(os.path.normpath(run.output_dir(config)))
     movable = [run.run_json, run.logs, *sorted(run.train.glob("logs-attempt-*")), run.promotion,
                run.promotion_report, run.export, run.progress_plot]
-    if out.resolve().is_relative_to(run.dir.resolve()):
+    if out.is_relative_to(run.dir) and out != run.dir and out.resolve().is_relative_to(run.dir.resolve()):
         movable.append(out)
-    for path in movable:
-        if path.exists():
-            target = slot / path.relative_to(run.dir)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            path.rename(target)
-    return slot
+    with ArchiveSlot(run, "attempt") as slot:
+        slot.move_in(movable)
+        return slot.path
 
 
 # ---------------------------------------------------------------- resume_training

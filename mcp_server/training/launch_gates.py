@@ -5,9 +5,7 @@ directory. Each refusal names the gate, what is wrong and how to clear it; a cal
 from __future__ import annotations
 
 import os
-import stat
 import time
-from pathlib import Path
 
 import psutil
 
@@ -30,7 +28,7 @@ from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE
 from mcp_server.training.models import GateRefusal, LaunchResult
 from mcp_server.training.runlock import LockNotOurs, RunLocked, cancel_requested
 from mcp_server.training.runstate import derive_state
-from mcp_server.userfiles import not_regular
+from mcp_server.training.written import written_paths, written_problems
 from mcp_server.worker import apart
 from mcp_server.worker_targets import CHECK_GATE
 from mcp_server.workspace import WORKSPACE_FOLDERS, runs_root, workspace_folder
@@ -152,78 +150,32 @@ def workspace_refusals() -> list[GateRefusal]:
     return refusals
 
 
-# What link_refusals refuses as a symbolic link (Run's names of them): the folders training writes through, and
-# those whose every entry, at any depth, is refused as a link too (launch.sh points the datasets and matplotlib
-# caches at cache/); the config's output_dir (checkpoints/) is refused so as well (round 17, b06: a link planted at
-# checkpoints/checkpoint-<k+1>/trainer_state.json was written through by the resumed trainer).
-LINKS_REFUSED = ("train", "logs", "cache")
-ENTRIES_REFUSED = ("logs", "cache")
-
-
 def link_refusals(run: Run, config: dict | None = None) -> list[GateRefusal]:
-    """Symbolic links where the training writes (train/, train/logs/, cache/, the output_dir or any entry under
-    those three, at any depth): the logs, the exit code, the progress, the datasets' arrow copy and the
-    checkpoints would be written through them, into whatever file they point at (planted in a stopped run, or
-    unpacked with it); then a second name of a file there, a pipe or a device (shared_logs). Refused, never
-    followed: the writers open without following links as well. `config`: the run's, read here when not given."""
-    trees = _written_trees(run, config)
-    links = [p for p in [*(getattr(run, name) for name in LINKS_REFUSED), *trees[2:]] if p.is_symlink()]
-    for folder in trees if not run.train.is_symlink() else []:
-        links += [p for p in _entries(folder) if p.is_symlink()]
-    shared = shared_logs(run, trees) if not links else []
+    """Symbolic links where the run writes (written.WRITTEN, the one list of them: train/, its logs, cache/,
+    trackers/, the output_dir, archive/, and every entry at any depth of those written in place): the logs, the
+    exit code, the progress, the datasets' arrow copy, the trackers' stores and the checkpoints would be written
+    through them, into whatever file they point at (planted in a stopped run, or unpacked with it); then a second
+    name of a file there, a pipe or a device (written.shared). Refused, never followed: the writers open without
+    following links as well. `config`: the run's, read here when not given."""
+    targets = written_paths(run, config)
+    links, shared = written_problems(run, targets)
     if not links and not shared:
         return []
+    where = ", ".join(f"{path.relative_to(run.dir)}/" for target, path in targets if target.entries)
     if shared:  # a hard link is no symbolic link: O_NOFOLLOW does not stop a write through it (issue 48 round 9)
         return [GateRefusal(
-            gate="logs", message=f"{run.name} has files where training appends or writes in place (train/logs/, "
-            f"cache/, its checkpoints) which are not its own files ({', '.join(shared[:5])}"
+            gate="logs", message=f"{run.name} has files where training appends or writes in place ({where}) which "
+            f"are not its own files ({', '.join(shared[:5])}"
             + (f", and {len(shared) - 5} more" if len(shared) > 5 else "") + "): training would write through them",
             how_to_clear="remove them (or move them out of the run's folders: they are not the run's files; the run "
                          "writes its own), then launch or resume again")]
     named = ", ".join(f"{one_line(str(p.relative_to(run.dir)))} -> {one_line(os.readlink(p))}" for p in links[:5])
     return [GateRefusal(
-        gate="logs", message=f"{run.name} has symbolic links where training writes its logs, cache or checkpoints "
-        f"({named}" + (f", and {len(links) - 5} more" if len(links) > 5 else "") + "): training would write through "
-        "them", how_to_clear="remove the links (they are not the run's files: launch_training writes real ones; a "
-        "cache elsewhere is HF_HOME or HF_DATASETS_CACHE in the launching environment), then launch or resume again")]
-
-
-def _written_trees(run: Run, config: dict | None) -> list:
-    """The folders whose every entry training may write: train/logs/, cache/, then the output_dir (the config's,
-    when inside the run; checkpoints/ for a config that cannot be read)."""
-    try:
-        out = run.output_dir(run.read_config() if config is None else config)
-    except UserInputError:
-        out = run.checkpoints
-    inside = os.path.abspath(out).startswith(os.path.abspath(run.dir) + os.sep)
-    return [*(getattr(run, name) for name in ENTRIES_REFUSED), *([out] if inside else [])]
-
-
-def _entries(folder) -> list:
-    """Every entry under `folder` at any depth, sorted, links never followed; [] when it is no folder (or a link)."""
-    if folder.is_symlink() or not folder.is_dir():
-        return []
-    found = []
-    for root, dirs, files in os.walk(folder):
-        found += [Path(root) / name for name in dirs + files]
-    return sorted(found)
-
-
-def shared_logs(run: Run, trees: list | None = None) -> list[str]:
-    """Entries under train/logs/ (or the `trees` given: link_refusals') that are a second name of a file
-    (st_nlink > 1: `ln ~/.bashrc train/logs/stdout.log` had the resumed training's output appended to it) or no
-    regular file and no folder (a pipe, a device, a socket), each named with what it is."""
-    found = []
-    for path in [p for folder in (trees or [run.logs]) for p in _entries(folder)]:
-        try:
-            mode = path.lstat()
-        except OSError:
-            continue
-        if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 1:
-            found.append(f"{one_line(str(path.relative_to(run.dir)))}: a hard link, {mode.st_nlink} names of one file")
-        elif not (stat.S_ISREG(mode.st_mode) or stat.S_ISDIR(mode.st_mode) or stat.S_ISLNK(mode.st_mode)):
-            found.append(f"{one_line(str(path.relative_to(run.dir)))}: {not_regular(path) or 'not a regular file'}")
-    return found
+        gate="logs", message=f"{run.name} has symbolic links where training writes its logs, cache, trackers, "
+        f"checkpoints or archive ({named}" + (f", and {len(links) - 5} more" if len(links) > 5 else "")
+        + "): training would write through them", how_to_clear="remove the links (they are not the run's files: "
+        "launch_training writes real ones; a cache elsewhere is HF_HOME or HF_DATASETS_CACHE in the launching "
+        "environment), then launch or resume again")]
 
 
 def _config_refusals(run: Run, spec: RunSpec, rehearse: bool = True) -> list[GateRefusal]:

@@ -13,7 +13,6 @@ saved before the stop's step: the one saved at the stop already holds the failur
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
@@ -34,6 +33,7 @@ from mcp_server.errors import UserInputError
 from mcp_server.runs import Run
 from mcp_server.userfiles import decode, parse_yaml, read_bytes
 from mcp_server.training.models import GateRefusal
+from mcp_server.training.run_archive import ArchiveRefused, ArchiveSlot, remove_slot
 from mcp_server.training.runrecord import read_run_json, signed_record
 from mcp_server.workspace import atomic_write_json, atomic_write_text, sha256_file
 
@@ -156,18 +156,18 @@ def apply_patch(run: Run, spec: RunSpec, patch: dict) -> tuple[list[GateRefusal]
     saved, moved = _read_checked(run, spec)
     if moved:
         return [moved], _nothing, {}
-    kept, made = run.inside(run.archive_slot("resume-patch") / "config.yaml"), not run.archive.exists()
+    try:  # the launched config, as it was: the patch's history, written through held descriptors (run_archive)
+        with ArchiveSlot(run, "resume-patch") as slot:
+            kept = slot.write("config.yaml", saved.get(run.config, ""))
+    except ArchiveRefused as exc:
+        return [GateRefusal(gate="config", message=exc.said, how_to_clear="replace archive/ with a directory inside "
+                            "the run (or remove it), then resume again")], _nothing, {}
 
     def undo() -> None:
         for path, text in saved.items():
             atomic_write_text(path, text)
-        shutil.rmtree(kept.parent, ignore_errors=True)
-        if made:
-            with contextlib.suppress(OSError):
-                run.archive.rmdir()
+        remove_slot(run, slot.name, [kept.name], slot.made_archive)
 
-    kept.parent.mkdir(parents=True)
-    atomic_write_text(kept, saved.get(run.config, ""))  # the launched config, as it was: the patch's history
     changed = {k: {"old": spec.values.get(k), "new": v} for k, v in patch.items()
                if k not in spec.values or spec.values[k] != v}
     _write(run, spec.values, patch, int(kept.parent.name.rsplit("-", 1)[1]), kept, saved)
