@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mcp_server.dataset import load_rows
+from mcp_server.dataset import LOCAL_SUFFIXES, load_rows, rows_of_bytes
 from mcp_server.diagnosis.success_rate import baseline_signal_warning
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
@@ -36,7 +36,7 @@ from mcp_server.rewards import reads
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.tiny import TINY_VERSION, write_jsonl
 from mcp_server.worker import runs_in_training
-from mcp_server.userfiles import open_regular
+from mcp_server.userfiles import open_regular, read_bytes
 from mcp_server.workspace import eval_root, open_append_nofollow, runs_root, sha256_file, workspace_root
 
 
@@ -213,10 +213,20 @@ def resolve_goldens(goldens: str) -> Path:
 
 
 def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
+    return read_goldens(path, field)[0]
+
+
+def read_goldens(path: Path, field: str = "goldens") -> tuple[list[dict], str]:
+    """(the rows, the sha256) of ONE read of the goldens file: what is hashed (a baseline's goldens_sha256, the
+    pin promote checks) is the bytes parsed, never the file hashed again after its rows were read (round 19, b08:
+    other prompts decoded, the person's file put back before the hash)."""
     try:
-        rows = load_rows(str(path))
+        data = read_bytes(path, field) if Path(path).suffix in LOCAL_SUFFIXES else None
+        rows = load_rows(str(path)) if data is None else rows_of_bytes(data, Path(path))
+    except ImportError:  # a parquet file in the light server (no pyarrow): read there, by path (no baseline here)
+        data, rows = None, load_rows(str(path))
     except UserInputError as exc:
-        raise UserInputError(field, str(exc).removeprefix("dataset: ")) from None
+        raise UserInputError(field, str(exc).removeprefix("dataset: ").removeprefix(f"{field}: ")) from None
     if not rows:
         raise UserInputError(field, f"{path} holds no rows")
     for i, row in enumerate(rows):
@@ -224,7 +234,7 @@ def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
             raise UserInputError(field, f"{path} row {i} has no `prompt` column (text or chat messages)")
     if field == "goldens":  # the evidence of a promotion (goldens.py); the drift suite only guards against a drop
         refuse_repeated(rows, path, field)
-    return rows
+    return rows, hashlib.sha256(data).hexdigest() if data is not None else sha256_file(path)
 
 
 # ---------------------------------------------------------------- grading
@@ -327,7 +337,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         str(model_ref)))  # a baseline may be filed: its model's content pinned (hashed) only then
     pin = baseline_model_pin(model_ref) if files else None
     goldens_path = resolve_goldens(request.goldens)
-    rows = load_goldens(goldens_path)
+    rows, goldens_sha = read_goldens(goldens_path)  # hashed as read (round 19, b08)
     if request.limit:
         rows = rows[: request.limit]
     start = time.time()
@@ -344,7 +354,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     passed, rate, low, high = summarise(items)
     result = EvaluationResult(
         model=request.model, model_path=str(model_ref), goldens=str(goldens_path),
-        goldens_sha256=sha256_file(goldens_path), graders=request.graders, max_new_tokens=request.max_new_tokens,
+        goldens_sha256=goldens_sha, graders=request.graders, max_new_tokens=request.max_new_tokens,
         max_new_tokens_from=source, plan=plan,
         seed=request.seed, n=len(items), passed=passed, pass_rate=rate, ci_low=low, ci_high=high,
         seconds=round(time.time() - start, 2), items=items,

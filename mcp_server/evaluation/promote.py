@@ -30,7 +30,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
     baseline_unrecorded, default_graders, eval_plan, evaluate_rows, item_passed,
-    load_goldens, summarise, unpaid_warnings,
+    summarise, unpaid_warnings,
 )
 from mcp_server.evaluation.models import (DriftResult, ItemResult, PromoteRequest,
                                           PromotionResult)
@@ -71,12 +71,11 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     base_ref = resolve_loadable(base)
     eval_root()  # eval/ a link leading outside the workspace: refused before anything is decoded or written
     baseline_file, baseline, choice, replayed = choose_baseline(run, request, config, base, base_ref, report)
-    goldens, sha = baseline_goldens(request.goldens, baseline)
+    goldens, sha, rows = baseline_goldens(request.goldens, baseline)  # one read, each row the baseline's item
 
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
     max_new_tokens = int(baseline["max_new_tokens"])
-    rows = load_goldens(goldens)
     # the stage's plan first, then the load (walk 9: 69 s of silence, then "a model of unknown size")
     stage = stage_report(report, "checkpoint on the goldens", eval_plan(ckpt, len(rows), max_new_tokens, base=base))
     # what loaded is the checkpoint of that hash (round 10, F4), which is the save the ledger recorded (round 18)
