@@ -98,3 +98,64 @@ def test_promote_refuses_a_baseline_whose_items_are_not_the_goldens_rows(workspa
                                              "baseline's item 0"):
         promote_checkpoint(PromoteRequest(run=str(run)))
     assert not (run / "promotion.json").exists()
+
+
+def test_eval_moved_while_evaluating_is_a_named_refusal(workspace, tiny_model, monkeypatch):
+    """eval/ (the tiny goldens, the baselines and their ledger) moved away while the base loads: the evaluation
+    refuses by name, nothing filed in a fresh eval/ (before: a baseline filed in a new eval/ naming goldens no
+    longer there, or 'unexpected TrainingInterpreterError: FileNotFoundError' from the hash taken at the end)."""
+    from transformers import AutoModelForCausalLM
+
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest
+
+    base = Path(shutil.copytree(tiny_model, workspace / "base"))
+    real, log = AutoModelForCausalLM.from_pretrained, []
+
+    def moved(*args, **kwargs):
+        if not log:
+            os.rename(workspace / "eval", workspace / "eval.moved")
+            log.append("moved")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", moved)
+    with pytest.raises(UserInputError, match="eval: .*eval was moved or replaced while .* was evaluated: nothing "
+                                             "was filed"):
+        evaluate_model(EvaluateRequest(model=str(base), goldens="tiny", max_new_tokens=4))
+    assert log and not list((workspace / "eval").glob("baseline-*.json"))
+
+
+def test_a_promotion_signs_the_baseline_and_suite_bytes_it_read(workspace, tiny_model, monkeypatch):
+    """promote reads the baseline (its ledger check of those bytes) and the drift suite once: the baseline_sha256 it
+    signs and the suite_sha256 its drift names are of the bytes it judged with, not of files put in their place
+    while the checkpoint, then the base, loads (before: both hashed again afterwards)."""
+    from transformers import AutoModelForCausalLM
+
+    from mcp_server.evaluation.evaluate import evaluate_model
+    from mcp_server.evaluation.models import EvaluateRequest, PromoteRequest
+    from mcp_server.evaluation.promote import promote_checkpoint
+    from mcp_server.evaluation.tiny_suite import make_drift_rows
+
+    base = Path(shutil.copytree(tiny_model, workspace / "base"))
+    goldens = workspace / "goldens.jsonl"
+    _write(goldens, _rows()[0])
+    baseline = Path(evaluate_model(EvaluateRequest(model=str(base), goldens=str(goldens),
+                                                   max_new_tokens=4)).baseline_path)
+    suite = workspace / "suite.jsonl"
+    suite_data, baseline_data = _write(suite, make_drift_rows()[:3]), baseline.read_bytes()
+    run = _placed_run(workspace, tiny_model, base=str(base))
+    real, log = AutoModelForCausalLM.from_pretrained, []
+
+    def replaced(ref, *args, **kwargs):
+        if not log and "llm-finetuning-checkpoint-" in str(ref):  # the checkpoint's load: the baseline read before
+            os.chmod(baseline, 0o644)
+            baseline.write_bytes(baseline_data.replace(b'"kind": "baseline"', b'"kind":  "baseline"'))
+            log.append(str(ref))
+        elif len(log) == 1 and Path(str(ref)) == base:  # the base's drift decode: the suite read before
+            _write(suite, make_drift_rows()[3:6])
+            log.append(str(ref))
+        return real(ref, *args, **kwargs)
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", replaced)
+    promote_checkpoint(PromoteRequest(run=str(run), drift_suite=str(suite)))
+    promotion = json.loads((run / "promotion.json").read_text())
+    assert len(log) == 2 and promotion["baseline_sha256"] == hashlib.sha256(baseline_data).hexdigest()
+    assert promotion["drift"]["suite_sha256"] == hashlib.sha256(suite_data).hexdigest()

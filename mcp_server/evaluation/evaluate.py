@@ -14,12 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from mcp_server.dataset import LOCAL_SUFFIXES, load_rows, rows_of_bytes
 from mcp_server.diagnosis.success_rate import baseline_signal_warning
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, render_prompt
-from mcp_server.evaluation.goldens import refuse_repeated
+from mcp_server.evaluation.goldens import load_goldens, read_goldens  # noqa: F401 (their home before)
 from mcp_server.evaluation.graders_apart import grade
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_grades, blind_pairs, same_score, stored_items
@@ -36,7 +35,7 @@ from mcp_server.rewards import reads
 from mcp_server.rewards.spec import RewardSpec
 from mcp_server.tiny import TINY_VERSION, write_jsonl
 from mcp_server.worker import runs_in_training
-from mcp_server.userfiles import open_regular, read_bytes
+from mcp_server.userfiles import open_regular
 from mcp_server.workspace import eval_root, open_append_nofollow, runs_root, sha256_file, workspace_root
 
 
@@ -128,9 +127,10 @@ def record_baseline(path: Path, text: str) -> None:
                              "(remove the link), then evaluate again") from None
 
 
-def baseline_unrecorded(path: Path) -> str | None:
+def baseline_unrecorded(path: Path, data: bytes | None = None) -> str | None:
     """Why `path` is not a baseline evaluate_model wrote: not in eval/baselines.jsonl by its name, or there with
-    another sha256 (edited or replaced since). None when it is recorded as it is."""
+    another sha256 (edited or replaced since). None when it is recorded as it is. `data`: the bytes of the one
+    read the caller parses, whose sha256 is judged (never the file hashed apart from the read it uses)."""
     ledger = baseline_ledger()
     try:
         if ledger.is_symlink():
@@ -154,7 +154,7 @@ def baseline_unrecorded(path: Path) -> str | None:
         why = f"; {unsigned[-1]}" if unsigned else ""
         return (f"{path.name} is not a baseline evaluate_model wrote (it is not in {ledger.name}{why}): remove it, "
                 "or measure the base model with evaluate_model")
-    if sha256_file(path) not in hashes:
+    if (hashlib.sha256(data).hexdigest() if data is not None else sha256_file(path)) not in hashes:
         why = f"; {unsigned[-1]}" if unsigned else ""
         return (f"{path.name} is not the baseline evaluate_model wrote (its sha256 differs from {ledger.name}: edited "
                 f"or replaced since{why}): restore it, or measure the base model again with evaluate_model")
@@ -212,29 +212,12 @@ def resolve_goldens(goldens: str) -> Path:
     return path.resolve()
 
 
-def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
-    return read_goldens(path, field)[0]
-
-
-def read_goldens(path: Path, field: str = "goldens") -> tuple[list[dict], str]:
-    """(the rows, the sha256) of ONE read of the goldens file: what is hashed (a baseline's goldens_sha256, the
-    pin promote checks) is the bytes parsed, never the file hashed again after its rows were read (round 19, b08:
-    other prompts decoded, the person's file put back before the hash)."""
+def _folder_id(path: Path) -> tuple[int, int] | None:
     try:
-        data = read_bytes(path, field) if Path(path).suffix in LOCAL_SUFFIXES else None
-        rows = load_rows(str(path)) if data is None else rows_of_bytes(data, Path(path))
-    except ImportError:  # a parquet file in the light server (no pyarrow): read there, by path (no baseline here)
-        data, rows = None, load_rows(str(path))
-    except UserInputError as exc:
-        raise UserInputError(field, str(exc).removeprefix("dataset: ").removeprefix(f"{field}: ")) from None
-    if not rows:
-        raise UserInputError(field, f"{path} holds no rows")
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict) or "prompt" not in row:
-            raise UserInputError(field, f"{path} row {i} has no `prompt` column (text or chat messages)")
-    if field == "goldens":  # the evidence of a promotion (goldens.py); the drift suite only guards against a drop
-        refuse_repeated(rows, path, field)
-    return rows, hashlib.sha256(data).hexdigest() if data is not None else sha256_file(path)
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 # ---------------------------------------------------------------- grading
@@ -338,6 +321,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     pin = baseline_model_pin(model_ref) if files else None
     goldens_path = resolve_goldens(request.goldens)
     rows, goldens_sha = read_goldens(goldens_path)  # hashed as read (round 19, b08)
+    folder = _folder_id(eval_root())  # where a baseline is filed: the same folder when it is (round 19)
     if request.limit:
         rows = rows[: request.limit]
     start = time.time()
@@ -367,6 +351,10 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     if pin is not None and model_content(pin) is None:  # a hub model this evaluation downloaded: pinned now
         pin = baseline_model_pin(model_ref)
     blind = _blind(rows, result, request.graders, read) if files else None  # before the reads are kept
+    if files and folder is not None and _folder_id(eval_root()) != folder:
+        raise UserInputError("eval", f"{eval_root()} was moved or replaced while {request.model} was evaluated: "
+                             "nothing was filed (its baselines, ledger and goldens are no longer where the "
+                             "evaluation began). Put it back, then evaluate again")
     _file_baseline(request, result, read.pins(), pin, code, blind)
     return result
 

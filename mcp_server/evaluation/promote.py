@@ -131,7 +131,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     atomic_write_json(Path(result.result_path), sign(eval_root(), PROMOTION, {  # signed, bound to the checkpoint's
         **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],  # content hash (promotion_signed)
         "min_improvement_points": request.min_improvement_points,
-        "baseline_sha256": sha256_file(Path(result.baseline_path))},  # the next promotion refuses it edited
+        "baseline_sha256": getattr(baseline, "sha256", "") or sha256_file(Path(result.baseline_path))},  # as read
         create=True))
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result

@@ -88,6 +88,6 @@ def held_tokenizer(folder: Path, pin: dict, loads: dict, verified: dict | None =
             return held_load(verified["files"], AutoTokenizer.from_pretrained, prefix="llm-finetuning-pinned-")
         except PlantedFile as exc:
             problem = str(exc)
-    raise UserInputError("model", f"{folder}'s tokenizer is not the one its pin recorded, so nothing was {what}: "
-                         f"{problem}. Put its files back as they were (nothing may write where it loads), then "
-                         "try again")
+    raise UserInputError("model", f"{folder}'s tokenizer did not load as the bytes its pin recorded, so nothing "
+                         f"was {what}: {problem}. Put its files back as they were; nothing may write into its "
+                         "private copy while it loads. Then try again")
