@@ -100,8 +100,11 @@ def _texts(prompt) -> list[str]:
     """The text a goldens prompt puts before the model: the string, or each chat message's content."""
     if isinstance(prompt, str):
         return [prompt.strip()]
-    if isinstance(prompt, list):
-        return [str(m.get("content")).strip() for m in prompt if isinstance(m, dict) and m.get("content")]
+    if isinstance(prompt, list):  # a message's content: text, or parts of which the text ones are rendered
+        parts = [p for m in prompt if isinstance(m, dict) for p in (
+            m.get("content") if isinstance(m.get("content"), list) else [m.get("content")])]
+        return [str(p.get("text") if isinstance(p, dict) else p).strip() for p in parts
+                if (p.get("text") if isinstance(p, dict) else p)]
     return [str(prompt)]
 
 
