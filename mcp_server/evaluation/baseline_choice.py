@@ -5,6 +5,7 @@ signature. Moved out of promote.py, which holds the rule."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from mcp_server.rewards.sources import file_pin_changes
 from mcp_server.rewards.spec import RewardSpec, read_reward_specs
 from mcp_server.runs import Run, read_json_if_present, resolve_run
 from mcp_server.training.runrecord import read_run_json
-from mcp_server.userfiles import open_regular
+from mcp_server.userfiles import open_regular, read_bytes
 from mcp_server.workspace import eval_root, sha256_file
 
 
@@ -42,11 +43,32 @@ def promotion_signed(promotion) -> bool:
     return valid(eval_root(), PROMOTION, promotion)
 
 
+class ReadBaseline(dict):
+    """A baseline as parsed from one read of its file; `sha256`: that read's, the one the ledger judged (round 19:
+    what is checked, compared with run.json and signed into a promotion is the bytes parsed)."""
+    sha256 = ""
+
+
+def read_recorded(path: Path) -> ReadBaseline:
+    """The baseline at `path` from ONE read whose sha256 eval/baselines.jsonl records (baseline_unrecorded of
+    those bytes); UserInputError ("baseline") naming why not."""
+    data = read_bytes(path, "baseline")
+    why = baseline_unrecorded(path, data)
+    if why:
+        raise UserInputError("baseline", why)
+    try:
+        baseline = ReadBaseline(json.loads(data.decode("utf-8")))
+    except (ValueError, TypeError) as exc:
+        raise UserInputError(str(path), f"cannot read the baseline: {exc}") from None
+    baseline.sha256 = hashlib.sha256(data).hexdigest()
+    return baseline
+
+
 def check_baseline(run: Run, path: Path, baseline: dict) -> None:
     """A baseline is written once and read-only: one whose hash is not what the run recorded at launch (run.json
     "baselines") or at its last promotion (promotion.json), or whose pass rate is not its own items' count, was
     edited, and decides nothing."""
-    sha = sha256_file(path)
+    sha = getattr(baseline, "sha256", "") or sha256_file(path)  # of the bytes parsed (read_recorded)
     earlier = read_json_if_present(run.promotion)
     earlier = (earlier if promotion_signed(earlier)  # an unsigned one recorded nothing
                and Path(str(earlier.get("baseline_path"))).name == path.name else {})
@@ -110,7 +132,7 @@ def choose_baseline(run: Run, request: PromoteRequest, config: dict, base: str, 
                            report=stage_report(report, "baseline of the base model", eval_plan(
                                base_ref, len(load_goldens(resolve_goldens(request.goldens))), budget)))
     path = Path(first.baseline_path)
-    measured = json.loads(path.read_text(encoding="utf-8"))
+    measured = read_recorded(path)  # one read, as recorded
     if model_content(measured.get("model_pin")) != model_content(pin):  # changed while it was measured
         base_now_refusal(name, base_ref, pin, whose)
     replay = replay_baseline(path, measured, request.goldens)
@@ -266,11 +288,8 @@ def _baselines(model: str, goldens: str | None, run_graders: list[RewardSpec] | 
     compare the checkpoint under other graders than the base model's; one whose graders no longer load, naming it
     and the run's rewards (_graders_code)."""
     sha = sha256_file(resolve_goldens(goldens)) if goldens else None
-    for path in baselines_of(model):  # a file evaluate_model did not write (or not as it is) decides nothing
-        why = baseline_unrecorded(path)
-        if why:
-            raise UserInputError("baseline", why)
-    every = [(path, read_baseline(path)) for path in baselines_of(model)]
+    # a file evaluate_model did not write (or not as it is) decides nothing: each read once, those bytes judged
+    every = [(path, read_recorded(path)) for path in baselines_of(model)]
     other = [(p, b) for p, b in every if content is None or model_content(b.get("model_pin")) != content]
     every = [item for item in every if item not in other]
     found = [(path, b) for path, b in every if sha is None or b.get("goldens_sha256") == sha]

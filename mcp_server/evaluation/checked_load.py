@@ -8,8 +8,8 @@ checkpoint's non-weight files checked against those hashes (config, tokenizer, c
 loaded_weights.verified_copy, its weight files linked, each file created there: a planted one is refused), then
 reads each weight file once, hashes it and compares every tensor with the loaded one (loaded_weights.
 saved_weight_problems: every loaded tensor, no module no file made, such as a PEFT adapter planted in the copy)
-before an adapter is merged, and the tokenizer with one loaded from the checked bytes held in memory
-(private_copy.held_load). A mismatch is refused naming the file, before anything is written.
+before an adapter is merged, and the config and tokenizer as loaded with those loaded from the checked bytes held in
+memory (private_copy.held_load). A mismatch is refused naming the file, before anything is written.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def load_checked(ckpt: Path, files: dict[str, str]):
         problem = verified_copy(ckpt, files, None, private, held)
         model, tokenizer = (None, None) if problem else load_model(private, merge=False)
         problems = [problem] if problem else saved_weight_problems(model, ckpt, files)
-        problems = problems or _adapter_config_problems(model, held) or _tokenizer_problems(tokenizer, held)
+        problems = problems or _adapter_config_problems(model, held) or _config_problems(model, held) \
+            or _tokenizer_problems(tokenizer, held)
     finally:
         shutil.rmtree(private, ignore_errors=True)
     if problems:
@@ -59,6 +60,21 @@ def _adapter_config_problems(model, held: dict[str, bytes]) -> list[str]:
     differ = [k for k in verified if k != "inference_mode" and plain(loaded.get(k)) != plain(verified[k])]
     return [f"adapter_config.json: the loaded adapter's {', '.join(differ[:6])} differ from the checked file's "
             "(changed in its private copy while it loaded)"] if differ else []
+
+
+def _config_problems(model, held: dict[str, bytes]) -> list[str]:
+    """The config and generation config as loaded from the private copy against the checked bytes held in memory
+    (loaded_config, through private_copy.held_load): a config.json rewritten in the copy while the model loaded
+    from it by path builds another model from the same tensors (round 19: no load of a private folder by path is
+    trusted without its effective state compared)."""
+    from mcp_server.inspection.loaded_config import loaded_config_problems
+    from mcp_server.inspection.private_copy import PlantedFile, held_load
+
+    try:
+        return held_load(held, lambda private: loaded_config_problems([model], private, None),
+                         prefix="llm-finetuning-loaded-")
+    except PlantedFile as exc:
+        return [str(exc)]
 
 
 def _tokenizer_problems(tokenizer, held: dict[str, bytes]) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
     baseline_ledger, baseline_model_pin, baseline_unrecorded, eval_plan, item_passed,
-    load_goldens, model_key, record_baseline,
+    model_key, read_goldens, record_baseline,
 )
 from mcp_server.evaluation.graders_apart import score_rows
 from mcp_server.generation import generate, planned, render_prompt
@@ -23,6 +23,7 @@ from mcp_server.reporting import Report, silent
 from mcp_server.rewards.answers import first_line_answers
 from mcp_server.rewards.basic import DEFAULT_TAGS
 from mcp_server.rewards.spec import RewardSpec
+from mcp_server.userfiles import read_bytes
 from mcp_server.workspace import atomic_write_text, eval_root, sha256_file
 
 DRIFT_FIRST_ITEMS = 12  # the base's first chunk of the drift suite: none of it passed ends its decoding
@@ -41,8 +42,9 @@ DRIFT_ROW = ('{"prompt": [{"role": "user", "content": "What is the capital of Fr
 
 
 # ---------------------------------------------------------------- drift
-def _drift_rows(suite: Path) -> tuple[list[dict], list[str]]:
-    rows = load_goldens(suite, field="drift_suite")
+def _drift_rows(suite: Path) -> tuple[list[dict], list[str], str]:
+    """(rows, each row's grader, the sha256 of the one read they were parsed from: what every record names)."""
+    rows, sha = read_goldens(suite, field="drift_suite")
     graders = []
     for i, row in enumerate(rows):
         kind = row.get("grader", "correctness")
@@ -50,7 +52,7 @@ def _drift_rows(suite: Path) -> tuple[list[dict], list[str]]:
             raise UserInputError("drift_suite", f"row {i}: grader '{kind}' is not one of {', '.join(DRIFT_GRADERS)}"
                                  f" ({'; '.join(f'{k}: {v}' for k, v in GRADER_RULES.items())})")
         graders.append(kind)
-    return rows, graders
+    return rows, graders, sha
 
 
 def grade_drift_replies(rows: list[dict], replies: list[str]) -> list[bool]:
@@ -100,11 +102,12 @@ def _drift_pass_rate(model_ref, loaded, rows, graders, max_new_tokens, report: R
     return sum(passes) / len(passes)
 
 
-def base_drift_path(base: str, suite: Path, content: str | None = None) -> Path:
+def base_drift_path(base: str, suite: Path, content: str | None = None, sha: str | None = None) -> Path:
     """eval/drift-<model>-<suite>[-<content>].json: a base model's drift record is of its content too (model_content
-    of its pin: issue 48, round 10 F3), beside a record of other weights at the same path, never in its place."""
+    of its pin: issue 48, round 10 F3), beside a record of other weights at the same path, never in its place.
+    `sha`: the suite's, of the read its rows came from (round 19), else the file's now."""
     tail = f"-{content[:12]}" if content else ""
-    return eval_root() / f"drift-{model_key(base)}-{sha256_file(suite)[:12]}{tail}.json"
+    return eval_root() / f"drift-{model_key(base)}-{(sha or sha256_file(suite))[:12]}{tail}.json"
 
 
 def floor_note(decoded: int | None, items: int | None) -> str:
@@ -144,14 +147,19 @@ def unmeasured_note(drift) -> tuple[str, str]:
                  "only where the base writes <answer> tags)")
 
 
-def base_drift_recorded(base: str, suite: Path, pin: dict | None) -> bool:
-    """Whether the base's drift record on `suite` is in eval/ as recorded (_base_drift reads it, decodes nothing)."""
-    path = base_drift_path(base, suite, model_content(pin))
-    return path.is_file() and baseline_unrecorded(path) is None
+def base_drift_recorded(base: str, suite: Path, pin: dict | None, sha: str | None = None) -> bytes | None:
+    """The base's drift record on `suite`, the bytes of one read, when they are in eval/ as recorded (_base_drift
+    parses those bytes, decodes nothing); None when not."""
+    path = base_drift_path(base, suite, model_content(pin), sha)
+    try:
+        data = read_bytes(path, "eval") if path.is_file() else None
+    except UserInputError:
+        return None
+    return data if data is not None and baseline_unrecorded(path, data) is None else None
 
 
 def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens, report: Report = silent,
-                pin: dict | None = None) -> dict:
+                pin: dict | None = None, sha: str | None = None) -> dict:
     """The base model's greedy drift record, measured once per (model, suite), kept in eval/ and recorded, signed,
     in eval/baselines.jsonl: a file not recorded there as it is (an earlier version's, or one written by hand) is
     measured again. The suite is decoded in two parts: the first DRIFT_FIRST_ITEMS items, and when the base passes
@@ -159,9 +167,10 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
     suite in one pass, as the checkpoint is decoded. `pin`: the base content the record is of (the baseline's
     model_pin); the base model is decoded only when it is that content now."""
     content = model_content(pin)
-    path = base_drift_path(base, suite, content)
-    if base_drift_recorded(base, suite, pin):
-        record = json.loads(path.read_text(encoding="utf-8"))
+    path = base_drift_path(base, suite, content, sha)
+    recorded = base_drift_recorded(base, suite, pin, sha)
+    if recorded is not None:  # the bytes the ledger check read, parsed (never the file read again)
+        record = json.loads(recorded.decode("utf-8"))
         report(1, 1, f"measured before, recorded in {baseline_ledger().name}: passed {record.get('passed', '?')} of "
                f"{record.get('decoded', '?')} items decoded ({record.get('items', len(rows))} in the suite)")
         return record
@@ -171,7 +180,7 @@ def _base_drift(base: str, base_ref, suite: Path, rows, graders, max_new_tokens,
                              f"sha256 {str(content)[:12]}; now {str(now)[:12]}): its drift would be of another model. "
                              "Put its files back as they were, then promote again")
     loaded = load_pinned(base_ref, pin, what="decoded")  # the content the record names (round 18, b05)
-    record = {"model": base, "model_pin": pin, "suite": str(suite), "suite_sha256": sha256_file(suite),
+    record = {"model": base, "model_pin": pin, "suite": str(suite), "suite_sha256": sha or sha256_file(suite),
               "items": len(rows), "max_new_tokens": max_new_tokens, "graders": grader_counts(graders)}
     replies: list = []
     first = _drift_passes(base_ref, loaded, rows[:DRIFT_FIRST_ITEMS], graders[:DRIFT_FIRST_ITEMS], max_new_tokens,
@@ -195,16 +204,17 @@ def check_drift(
     suite = Path(request.drift_suite).expanduser() if request.drift_suite else drift_suite_path()
     if not suite.is_file():
         raise UserInputError("drift_suite", f"no such file: {suite}")
-    rows, graders = _drift_rows(suite)
+    rows, graders, sha = _drift_rows(suite)  # one read: the sha256 every record below names
 
     def stage(name: str, decodes: bool = True, first: bool = False) -> Report:  # a checkpoint: its base's size
         return stage_report(report, name, drift_plan(base_ref, len(rows), max_new_tokens, first) if decodes else None)
 
+    recorded = base_drift_recorded(base, suite, pin, sha) is not None
     record = _base_drift(base, base_ref, suite, rows, graders, max_new_tokens,
-                         stage("drift suite, base model", not base_drift_recorded(base, suite, pin), True), pin)
+                         stage("drift suite, base model", not recorded, True), pin, sha)
     base_rate = record["pass_rate"]
     if judge_drift(base_rate, base_rate) == "unmeasured":  # no drop can show: the checkpoint is not decoded on it
-        result = DriftResult(suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate,
+        result = DriftResult(suite=str(suite), suite_sha256=sha, base_pass_rate=base_rate,
                              base_items_decoded=record.get("decoded"), suite_items=len(rows),
                              checkpoint_pass_rate=None, drop_points=None, band="unmeasured", ok=True,
                              graders=grader_counts(graders), base_replies=_shown(record.get("replies") or []))
@@ -215,7 +225,7 @@ def check_drift(
                                  report=stage("drift suite, checkpoint"))
     band = judge_drift(base_rate, ckpt_rate)
     result = DriftResult(
-        suite=str(suite), suite_sha256=sha256_file(suite), base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
+        suite=str(suite), suite_sha256=sha, base_pass_rate=base_rate, checkpoint_pass_rate=ckpt_rate,
         drop_points=round((base_rate - ckpt_rate) * 100, 2), band=band, ok=band in ("noise", "unmeasured"),
     )
     if band == "rerun":  # noise or real? sample both models under other seeds, item by item

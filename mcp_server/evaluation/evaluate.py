@@ -14,12 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from mcp_server.dataset import load_rows
 from mcp_server.diagnosis.success_rate import baseline_signal_warning
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
 from mcp_server.generation import generate, loading, planned, render_prompt
-from mcp_server.evaluation.goldens import refuse_repeated
+from mcp_server.evaluation.goldens import load_goldens, read_goldens  # noqa: F401 (their home before)
 from mcp_server.evaluation.graders_apart import grade
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
 from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_grades, blind_pairs, same_score, stored_items
@@ -128,9 +127,10 @@ def record_baseline(path: Path, text: str) -> None:
                              "(remove the link), then evaluate again") from None
 
 
-def baseline_unrecorded(path: Path) -> str | None:
+def baseline_unrecorded(path: Path, data: bytes | None = None) -> str | None:
     """Why `path` is not a baseline evaluate_model wrote: not in eval/baselines.jsonl by its name, or there with
-    another sha256 (edited or replaced since). None when it is recorded as it is."""
+    another sha256 (edited or replaced since). None when it is recorded as it is. `data`: the bytes of the one
+    read the caller parses, whose sha256 is judged (never the file hashed apart from the read it uses)."""
     ledger = baseline_ledger()
     try:
         if ledger.is_symlink():
@@ -154,7 +154,7 @@ def baseline_unrecorded(path: Path) -> str | None:
         why = f"; {unsigned[-1]}" if unsigned else ""
         return (f"{path.name} is not a baseline evaluate_model wrote (it is not in {ledger.name}{why}): remove it, "
                 "or measure the base model with evaluate_model")
-    if sha256_file(path) not in hashes:
+    if (hashlib.sha256(data).hexdigest() if data is not None else sha256_file(path)) not in hashes:
         why = f"; {unsigned[-1]}" if unsigned else ""
         return (f"{path.name} is not the baseline evaluate_model wrote (its sha256 differs from {ledger.name}: edited "
                 f"or replaced since{why}): restore it, or measure the base model again with evaluate_model")
@@ -212,19 +212,12 @@ def resolve_goldens(goldens: str) -> Path:
     return path.resolve()
 
 
-def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
+def _folder_id(path: Path) -> tuple[int, int] | None:
     try:
-        rows = load_rows(str(path))
-    except UserInputError as exc:
-        raise UserInputError(field, str(exc).removeprefix("dataset: ")) from None
-    if not rows:
-        raise UserInputError(field, f"{path} holds no rows")
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict) or "prompt" not in row:
-            raise UserInputError(field, f"{path} row {i} has no `prompt` column (text or chat messages)")
-    if field == "goldens":  # the evidence of a promotion (goldens.py); the drift suite only guards against a drop
-        refuse_repeated(rows, path, field)
-    return rows
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 # ---------------------------------------------------------------- grading
@@ -330,7 +323,8 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
         str(model_ref)))  # a baseline may be filed: its model's content pinned (hashed) only then
     pin = baseline_model_pin(model_ref) if files else None
     goldens_path = resolve_goldens(request.goldens)
-    rows = load_goldens(goldens_path)
+    rows, goldens_sha = read_goldens(goldens_path)  # hashed as read (round 19, b08)
+    folder = _folder_id(eval_root())  # where a baseline is filed: the same folder when it is (round 19)
     if request.limit:
         rows = rows[: request.limit]
     start = time.time()
@@ -349,7 +343,7 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     passed, rate, low, high = summarise(items)
     result = EvaluationResult(
         model=request.model, model_path=str(model_ref), goldens=str(goldens_path),
-        goldens_sha256=sha256_file(goldens_path), graders=request.graders, max_new_tokens=request.max_new_tokens,
+        goldens_sha256=goldens_sha, graders=request.graders, max_new_tokens=request.max_new_tokens,
         max_new_tokens_from=source, plan=plan,
         seed=request.seed, n=len(items), passed=passed, pass_rate=rate, ci_low=low, ci_high=high,
         seconds=round(time.time() - start, 2), items=items,
@@ -362,6 +356,10 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     if pin is not None and model_content(pin) is None:  # a hub model this evaluation downloaded: pinned now
         pin = baseline_model_pin(model_ref)
     blind = _blind(rows, result, request.graders, read) if files else None  # before the reads are kept
+    if files and folder is not None and _folder_id(eval_root()) != folder:
+        raise UserInputError("eval", f"{eval_root()} was moved or replaced while {request.model} was evaluated: "
+                             "nothing was filed (its baselines, ledger and goldens are no longer where the "
+                             "evaluation began). Put it back, then evaluate again")
     _file_baseline(request, result, read.pins(), pin, code, blind)
     return result
 

@@ -7,11 +7,15 @@ zero-width characters and Unicode compatibility forms."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import unicodedata
 from pathlib import Path
 
+from mcp_server.dataset import LOCAL_SUFFIXES, load_rows, rows_of_bytes
 from mcp_server.errors import UserInputError
+from mcp_server.userfiles import read_bytes
+from mcp_server.workspace import sha256_file
 
 
 def _norm(value):
@@ -51,3 +55,28 @@ def refuse_repeated(rows: list[dict], path: Path, field: str = "goldens") -> Non
         "Unicode compatibility forms). Each golden counts as an independent item in the pass rate and in "
         "promote_checkpoint's paired test, so a repeated one counts its gain or loss again (21 copies of one item "
         "made a PROMOTE at p = 1e-6): keep one row of each"))
+
+
+def load_goldens(path: Path, field: str = "goldens") -> list[dict]:
+    return read_goldens(path, field)[0]
+
+
+def read_goldens(path: Path, field: str = "goldens") -> tuple[list[dict], str]:
+    """(the rows, the sha256) of ONE read of the goldens file: what is hashed (a baseline's goldens_sha256, the
+    pin promote checks) is the bytes parsed, never the file hashed again after its rows were read (round 19, b08:
+    other prompts decoded, the person's file put back before the hash)."""
+    try:
+        data = read_bytes(path, field) if Path(path).suffix in LOCAL_SUFFIXES else None
+        rows = load_rows(str(path)) if data is None else rows_of_bytes(data, Path(path))
+    except ImportError:  # a parquet file in the light server (no pyarrow): read there, by path (no baseline here)
+        data, rows = None, load_rows(str(path))
+    except UserInputError as exc:
+        raise UserInputError(field, str(exc).removeprefix("dataset: ").removeprefix(f"{field}: ")) from None
+    if not rows:
+        raise UserInputError(field, f"{path} holds no rows")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or "prompt" not in row:
+            raise UserInputError(field, f"{path} row {i} has no `prompt` column (text or chat messages)")
+    if field == "goldens":  # the evidence of a promotion (goldens.py); the drift suite only guards against a drop
+        refuse_repeated(rows, path, field)
+    return rows, hashlib.sha256(data).hexdigest() if data is not None else sha256_file(path)

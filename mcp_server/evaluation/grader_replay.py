@@ -47,13 +47,12 @@ import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.evaluation.evaluate import load_goldens, resolve_goldens
+from mcp_server.evaluation.evaluate import read_goldens, resolve_goldens
 from mcp_server.evaluation.graders_apart import grade, graded
 from mcp_server.evaluation.replay_scores import BLIND_KEY, blind_grades, blind_moved, blind_pairs, moved, \
     stored_items
 from mcp_server.rewards import reads
 from mcp_server.rewards.read_events import ENV_PREFIX
-from mcp_server.workspace import sha256_file
 
 def regraded(rows: list[dict], *batches: tuple[list[dict], list]) -> list[list[dict[str, float]]]:
     """Each batch's (items, graders) completions graded again now, as evaluate_model graded them (one call per
@@ -79,19 +78,58 @@ def blind_regraded(rows: list[dict], baseline: dict, items: list[dict], graders:
     return blind_moved(baseline[BLIND_KEY], now, pairs)
 
 
-def baseline_goldens(goldens: str | None, baseline: dict) -> tuple[Path, str]:
-    """The goldens file (`goldens` given, else the baseline's) and its sha256, which must be the baseline's."""
+def baseline_goldens(goldens: str | None, baseline: dict) -> tuple[Path, str, list[dict]]:
+    """The goldens file (`goldens` given, else the baseline's), the sha256 and rows of ONE read of it (the bytes
+    hashed are the rows returned, round 19), which must be the baseline's: its sha256, and each row the item the
+    baseline stored at its index (same_items)."""
     path = resolve_goldens(goldens) if goldens else Path(baseline["goldens"])
     if not path.is_file():
         raise UserInputError("goldens", f"the baseline's goldens file {path} is gone; restore it (sha256 "
                              f"{baseline['goldens_sha256']}) or re-baseline under another model name")
-    sha = sha256_file(path)
+    rows, sha = read_goldens(path)
     if sha != baseline["goldens_sha256"]:
         raise UserInputError(
             "goldens", f"{path} (sha256 {sha[:12]}) is not the goldens the baseline was measured on "
             f"({baseline['goldens']}, sha256 {baseline['goldens_sha256'][:12]}): the comparison would mean nothing",
         )
-    return path, sha
+    same_items(path, baseline, rows)
+    return path, sha, rows
+
+
+def _texts(prompt) -> list[str]:
+    """The text a goldens prompt puts before the model: the string, or each chat message's content."""
+    if isinstance(prompt, str):
+        return [prompt.strip()]
+    if isinstance(prompt, list):  # a message's content: text, or parts of which the text ones are rendered
+        parts = [p for m in prompt if isinstance(m, dict) for p in (
+            m.get("content") if isinstance(m.get("content"), list) else [m.get("content")])]
+        return [str(p.get("text") if isinstance(p, dict) else p).strip() for p in parts
+                if (p.get("text") if isinstance(p, dict) else p)]
+    return [str(prompt)]
+
+
+def same_items(path: Path, baseline: dict, rows: list[dict]) -> None:
+    """Each goldens row is the item the baseline stored at its index: its prompt's text in the prompt the baseline
+    decoded (rendered by the base's chat template), its answer the stored one. Promote pairs the checkpoint's
+    items with the baseline's by index (round 19, b08: a baseline measured on other prompts under the goldens'
+    sha256 paired each reply with another question); the first item that differs is refused, named."""
+    items = baseline.get("items")
+    if not isinstance(items, list) or not items:
+        return  # no stored items: the grader replay refuses the baseline (it keeps no replies)
+    if len(items) != len(rows):
+        raise UserInputError("baseline", f"the baseline stores {len(items)} items, {path} holds {len(rows)} rows: "
+                             "it was not measured on these goldens; measure the base model again with "
+                             "evaluate_model")
+    for index, (item, row) in enumerate(zip(items, rows)):
+        stored = str(item.get("prompt")) if isinstance(item, dict) else ""
+        answer = None if row.get("answer") is None else str(row.get("answer"))
+        missing = next((text for text in _texts(row.get("prompt")) if text not in stored), None)
+        if missing is not None or (isinstance(item, dict) and item.get("answer") != answer):
+            what = f"its prompt {missing[:60]!r} is not in" if missing is not None else "its answer is not"
+            raise UserInputError("baseline", f"goldens item {index} of {path}: {what} the baseline's item "
+                                 f"{index} (the baseline decoded {stored[-80:]!r}): the baseline was not measured "
+                                 "on these goldens' items, so no reply pairs with its question. Measure the base "
+                                 "model again with evaluate_model on this file")
 
 
 AGAIN = ("evaluate the base model again with the same goldens and graders (evaluate_model; CLI: llm-finetuning "
@@ -104,7 +142,7 @@ def replay_baseline(path: Path, baseline: dict, goldens: str | None) -> float:
     """Grade the baseline's stored replies again with its graders; the seconds it took. UserInputError (field
     "baseline") when it cannot run or a score differs: the module's doc."""
     start = time.monotonic()
-    rows = load_goldens(baseline_goldens(goldens, baseline)[0])
+    rows = baseline_goldens(goldens, baseline)[2]
     items = stored_items(baseline, len(rows))
     if items is None:
         raise UserInputError("baseline", f"the grader replay could not run: {path.name} keeps no completion for "

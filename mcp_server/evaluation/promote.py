@@ -30,7 +30,7 @@ from pathlib import Path
 from mcp_server.errors import UserInputError
 from mcp_server.evaluation.evaluate import (
     baseline_unrecorded, default_graders, eval_plan, evaluate_rows, item_passed,
-    load_goldens, summarise, unpaid_warnings,
+    summarise, unpaid_warnings,
 )
 from mcp_server.evaluation.models import (DriftResult, ItemResult, PromoteRequest,
                                           PromotionResult)
@@ -73,11 +73,10 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     base_ref = resolve_loadable(base)
     eval_root()  # eval/ a link leading outside the workspace: refused before anything is decoded or written
     baseline_file, baseline, choice, replayed = choose_baseline(run, request, config, base, base_ref, report)
-    goldens, sha = baseline_goldens(request.goldens, baseline)
+    goldens, sha, rows = baseline_goldens(request.goldens, baseline)  # one read, each row the baseline's item
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
     max_new_tokens = int(baseline["max_new_tokens"])
-    rows = load_goldens(goldens)
     # the stage's plan first, then the load (walk 9: 69 s of silence, then "a model of unknown size")
     stage = stage_report(report, "checkpoint on the goldens", eval_plan(ckpt, len(rows), max_new_tokens, base=base))
     # what loaded is the checkpoint of that hash (round 10, F4), which is the save the ledger recorded (round 18)
@@ -134,7 +133,7 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     atomic_write_json(Path(result.result_path), sign(eval_root(), PROMOTION, {  # signed, bound to the checkpoint's
         **result.model_dump(mode="json"), "items": [i.model_dump() for i in items],  # content hash (promotion_signed)
         "min_improvement_points": request.min_improvement_points,
-        "baseline_sha256": sha256_file(Path(result.baseline_path))},  # the next promotion refuses it edited
+        "baseline_sha256": getattr(baseline, "sha256", "") or sha256_file(Path(result.baseline_path))},  # as read
         create=True))
     atomic_write_text(Path(result.report_path), render_report(result, items, graders, max_new_tokens))
     return result

@@ -310,7 +310,7 @@ def _copy_out(handle: _Opened, into: Path | None, relative: str, held: dict | No
 
 
 def verified_copy(folder: str | Path, files_sha256: str | dict | None, loads: dict | None,
-                  into: str | Path, held: dict | None = None, pins: dict | None = None) -> str | None:
+                  into: str | Path | None, held: dict | None = None, pins: dict | None = None) -> str | None:
     """Write every file of `folder` but its weights (tokenizer, chat template, processor, config and generation
     config files) into `into`, a private folder, from ONE read of each whose folder pin is `files_sha256` (round
     10, G1): a tokenizer loaded from `into` is the verified bytes, whatever is renamed over the folder's files
@@ -318,13 +318,15 @@ def verified_copy(folder: str | Path, files_sha256: str | dict | None, loads: di
     own sha256, and its weight files linked (`into` then loads as the model; saved_weight_problems checks what
     loaded from them). Each file is created in `into` (private_copy.write_private: one planted there first is
     refused, never written through) and its bytes kept in `held` ({relative: bytes}: what the load is compared
-    with after, private_copy.held_load), each file's pin in `pins`. Returns why not (a pin differs, a file could
+    with after, private_copy.held_load), each file's pin in `pins`. `into` None: no folder written, the bytes only
+    kept in `held` (loaded from memory by held_load, round 19). Returns why not (a pin differs, a file could
     not be read or was planted), None when `into` holds them."""
     folder = Path(folder)
     try:
         if isinstance(files_sha256, dict):
-            return _copy_listed(folder, files_sha256, Path(into), held)
-        digest, _, _ = _read_folder(folder, [], loads, copy_to=Path(into), held=held, pins=pins)
+            return _copy_listed(folder, files_sha256, None if into is None else Path(into), held)
+        digest, _, _ = _read_folder(folder, [], loads, copy_to=None if into is None else Path(into), held=held,
+                                    pins=pins)
     except PlantedFile as exc:
         return str(exc)
     except (OSError, ValueError, KeyError) as exc:
@@ -335,11 +337,12 @@ def verified_copy(folder: str | Path, files_sha256: str | dict | None, loads: di
     return None
 
 
-def _copy_listed(folder: Path, listed: dict[str, str], into: Path, held: dict | None) -> str | None:
+def _copy_listed(folder: Path, listed: dict[str, str], into: Path | None, held: dict | None) -> str | None:
     """verified_copy of the files `listed` by sha256 (a file not listed is left out: nothing loads it)."""
     for relative, sha in sorted(listed.items()):
         if relative.endswith(WEIGHT_SUFFIXES):
-            write_private(into, relative, link=str(folder / relative))
+            if into is not None:
+                write_private(into, relative, link=str(folder / relative))
             continue
         try:
             handle = _Opened(folder / relative)
@@ -349,7 +352,8 @@ def _copy_listed(folder: Path, listed: dict[str, str], into: Path, held: dict | 
             data = handle.data if handle.data is not None else bytes(handle.read(0, handle.stat.st_size))
             if hashlib.sha256(data).hexdigest() != sha or not handle.unchanged():
                 return f"{relative} is not the file checked (sha256 {sha[:12]}): it changed since"
-            write_private(into, relative, data)
+            if into is not None:
+                write_private(into, relative, data)
             if held is not None:
                 held[relative] = data
         finally:
