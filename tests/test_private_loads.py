@@ -133,6 +133,7 @@ SITES = {
     ("inspection/loaded_config.py", "loaded_config_problems"): HELD + " (its only callers run it in held_load)",
     ("inspection/pinned_load.py", "pinned_tokenizer"): USER + " (a hub name whose pin holds no files)",
     ("inspection/pinned_load.py", "held_tokenizer"): HELD,
+    ("inspection/private_copy.py", "tokenizer_read.load"): HELD + " (a save's tokenizer files, against memory)",
     ("model_ref.py", "lora_targets_without_routers"): USER,
     ("model_ref.py", "load_model"): "by path: see LOAD_MODEL for what each caller holds it to",
     ("recipe/rehearsal_run.py", "_miniature"): USER + " (the rehearsal's miniature, never what trains)",
@@ -152,6 +153,7 @@ LOAD_MODEL = {
     ("inspection/pinned_load.py", "load_pinned"): "the pinned folder itself: loaded_weight_problems after",
 }
 CHECKS = {("inspection/pinned_load.py", "held_tokenizer"): ["held_load("],
+          ("inspection/private_copy.py", "tokenizer_read"): ["held_load(", "tokenizer_state("],
           ("evaluation/checked_load.py", "_tokenizer_problems"): ["held_load("],
           ("evaluation/checked_load.py", "load_checked"): ["saved_weight_problems(", "_adapter_config_problems(",
                                                           "_config_problems(", "_tokenizer_problems("],
