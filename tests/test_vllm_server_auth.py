@@ -80,6 +80,13 @@ def test_the_servers_middleware_needs_the_key_and_signs_each_answer(monkeypatch)
     # /health is open (the wait and TRL's check_server ask it first) and signed too
     status, headers, body = _call(middleware, "/health", {NONCE_HEADER: "n3"})
     assert status == 200 and headers[PROOF_HEADER] == proof(KEY, "n3", body)
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(middleware({"type": "websocket", "path": "/v1/realtime", "headers": []}, None, send))
+    assert sent == [{"type": "websocket.close", "code": 1008}]  # a websocket without the key is closed
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(RuntimeError, match=KEY_ENV):  # a server started without the launch's key does not start
         LaunchKeyMiddleware(app)

@@ -53,9 +53,13 @@ class LaunchKeyMiddleware:
         self.app, self.key = app, launch_key()
 
     async def __call__(self, scope, receive, send):
-        if scope.get("type") != "http":
+        if scope.get("type") not in ("http", "websocket"):  # lifespan
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        if scope["type"] == "websocket":  # no answer to sign: the key or nothing
+            if hmac.compare_digest(headers.get(KEY_HEADER, "").encode(), self.key.encode()):
+                return await self.app(scope, receive, send)
+            return await send({"type": "websocket.close", "code": 1008})
         nonce, start, body = headers.get(NONCE_HEADER, ""), {}, []
 
         async def signed(message):
