@@ -532,8 +532,8 @@ def test_a_bash_first_on_path_never_starts_the_launch_script(tmp_path, monkeypat
 # Round 8, left (issue 48): every other command the launch scripts run (readlink, sha256sum: the interpreter's check;
 # mkdir, rm, mv, date, grep, srun, scontrol, ...) came from the launching shell's PATH, where a `sha256sum` could answer
 # the digest the check expects. Each is now written by absolute path (launchers.commands, the scheduler's resolved).
-BUILTINS = {"[", "cd", "compgen", "echo", "eval", "exit", "export", "kill", "local", "pwd", "return", "set", "trap",
-            "unset", "until", "if", "then", "fi", "do", "done", "for", "case", "esac", "in", "while", "!"}
+BUILTINS = {"[", "cd", "compgen", "echo", "eval", "exit", "export", "kill", "local", "printf", "pwd", "return", "set",
+            "trap", "unset", "until", "if", "then", "fi", "do", "done", "for", "case", "esac", "in", "while", "!"}
 _COMMAND_WORD = re.compile(r"(?:^|[;&|({]|\$\(|\bthen\b|\bdo\b|\buntil\b|\bif\b|!)\s*([^\s;&|()<>\"'$]+)")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import hashlib
 import json
 import os
 import shutil
@@ -546,6 +547,7 @@ def _sidecars(run: Run) -> dict[str, Path]:
     """part -> a file of it that a change hits."""
     files = {"script": run.script, "train_files": run.train / "helper.py", "samples_meta": run.samples_meta,
              "train_files/dynamic_sampling": run.dynamic_sampling, "train_files/a package": run.train / "pkg" / "m.py",
+             "train_files/request.json": run.request,  # the guard mode the trainer reads (round 19)
              **{f"train_files/{form}": run.train / name for form, name in TREE_FILES.items()
                 if "hidden" in form or "empty" in form}}
     for path in files.values():
@@ -557,6 +559,7 @@ def _sidecars(run: Run) -> dict[str, Path]:
 
 
 SIDECARS = ("script", "train_files", "samples_meta", "train_files/dynamic_sampling", "train_files/a package",
+            "train_files/request.json",
             *(f"train_files/{form}" for form in TREE_FILES if "hidden" in form or "empty" in form))
 
 
@@ -2090,3 +2093,24 @@ def test_samples_the_sampler_did_not_write_back_no_review_verdict_or_gate(worksp
     gate = check_inspection_gate(run.dir)
     assert not gate.passed and NOT_SAMPLED in gate.reason and said in gate.reason, gate
     assert "sample_completions" in gate.how_to_clear, gate
+
+
+def test_the_trainer_reads_only_the_request_json_the_gate_checked(tmp_path, monkeypatch):
+    """train/request.json (the guard mode off/warn/stop, read by the trainer after the gate, round 19): the launchers
+    pass its pinned sha256 (verdict_env) and the trainer refuses another file there, naming it, instead of training
+    on with the default mode (a request it cannot read is only said)."""
+    from mcp_server.recipe.recorded import REQUEST_SHA_ENV, RequestChanged
+    from mcp_server.training.launchers.base import verdict_env
+    from mcp_server.training.trainer.guard import guard_mode
+
+    run = _run(tmp_path, {"model_name_or_path": str(_model(tmp_path / "model"))})
+    run.request.write_text(json.dumps({"guard": "stop"}))
+    run.verdict.parent.mkdir(parents=True, exist_ok=True)
+    run.verdict.write_text(json.dumps({"verdict": "pass", "pins": run_pins(run, REWARD)}))
+    env = verdict_env(run.verdict.read_text())
+    assert env[REQUEST_SHA_ENV] == hashlib.sha256(run.request.read_bytes()).hexdigest()
+    monkeypatch.setenv(REQUEST_SHA_ENV, env[REQUEST_SHA_ENV])
+    assert guard_mode(run) == "stop"
+    run.request.write_text(json.dumps({"guard": "off"}))  # after the gate, before the trainer reads it
+    with pytest.raises(RequestChanged, match="train/request.json changed after the inspection verdict"):
+        guard_mode(run)

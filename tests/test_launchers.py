@@ -19,7 +19,8 @@ from mcp_server.training.models import LaunchRequest, StatusRequest
 from mcp_server.training.runrecord import write_run_json
 from mcp_server.training.runstate import derive_state
 from mcp_server.training.status import training_status
-from mcp_server.training.launchers.base import PYTHON_PIN_LINE
+from mcp_server.training.launchers.base import ACCELERATE_TEXT_ENV, PYTHON_PIN_LINE
+from mcp_server.training.launchers.slurm.script import with_pins
 from support import emitted_run_dir
 
 # A GPU target's default max_completion_length (512) is not below the tiny model's 256-token context: such an
@@ -43,11 +44,18 @@ def test_each_case_goes_to_its_launcher_which_writes_its_files(workspace, tiny_m
         assert plan.train_command[-2:] == ["--resume_from_checkpoint", "c"]
         written = write_plan_files(run, plan)
         texts = {"script_text", "slurm_text"}  # what is run (a copy, or sbatch's stdin): the file's text as written
-        assert set(written) - texts == files and len(set(written) & texts) == 1, (options, written)
+        assert set(written) - texts - {ACCELERATE_TEXT_ENV} == files and len(set(written) & texts) == 1, written
+        if "accelerate_config" in files:  # accelerate launch reads the text written, never the file (round 19)
+            assert written[ACCELERATE_TEXT_ENV] == Path(written["accelerate_config"]).read_text()
+            text = written.get("script_text") or written["slurm_text"]
+            assert "--config_file train/accelerate.yaml" not in text and '--config_file "$ACCELERATE_CONFIG"' in text
         script = Path(written.get("script") or written["slurm"])
         assert (written.get("script_text") or written.get("slurm_text")) == script.read_text(), options
         # the plan's script, with the training interpreter's check written where its line stood (issue 48, G3)
-        before, after = plan.script.split(PYTHON_PIN_LINE + "\n")
+        # (a job script with its pins exported: here the accelerate config's text, round 19)
+        planned = with_pins(plan.script, {ACCELERATE_TEXT_ENV: written[ACCELERATE_TEXT_ENV]}) if "slurm" in written \
+            else plan.script
+        before, after = planned.split(PYTHON_PIN_LINE + "\n")
         text = script.read_text()
         # the loader's check first (the loader runs before the interpreter does), then the interpreter's
         assert text.startswith(before + PYTHON_PIN_LINE + "\ncheck_loader() {") and text.endswith(after), options

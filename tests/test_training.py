@@ -473,7 +473,7 @@ def test_multi_gpu_launch_files_parse_with_accelerate_and_bash(ws, cpu_only, tmp
         assert subprocess.run(["bash", "-n", written["script"]]).returncode == 0
         serve, health, train = (
             script.index("vllm_serve --model"),
-            script.index("/health"),
+            script.index("vllm_auth http://127.0.0.1"),  # the wait: the server's /health, with its proof
             script.index("accelerate.commands.launch"),
         )
         assert serve < health < train and "CUDA_VISIBLE_DEVICES=7 " in script

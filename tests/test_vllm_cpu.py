@@ -137,6 +137,45 @@ def test_server_mode_runs_vllm_serve_with_trls_flags_beside_the_trainer_and_sync
     assert "--worker-extension-cls" in command and "`trl vllm-serve` is deprecated" not in served
 
 
+def test_a_server_that_took_the_port_first_is_refused_and_nothing_trains(ws, tmp_path):
+    """Round 19, B07: a stand-in for `vllm serve` bound to the run's port before the launch (any local user can)
+    answers /health, completions and weight syncs; the launch's own server then fails to bind. The launch's wait
+    asks for the proof of the secret only its server holds (trainer/vllm_auth.py): the run fails, naming it, and
+    nothing the stand-in wrote is trained."""
+    root, model = ws
+    run_dir = emit("impostor", model, vllm_mode="server", vllm_server_port=8437)
+    pass_inspection(run_dir)
+    log = tmp_path / "fake.log"
+    fake = subprocess.Popen([VLLM_PYTHON, str(ROOT / "bench" / "hostile_r19" / "fake_vllm.py"), "8437", model,
+                             str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(8437)
+        proc, launched = run_cli_json("launch-training", str(run_dir), here=True)
+        assert launched.get("launched"), (proc.stdout, proc.stderr)
+        status = wait_for(run_dir, lambda s: s.state in ("succeeded", "failed", "stopped"), timeout=900, poll=3)
+    finally:
+        fake.kill()
+        fake.wait()
+    out = (run_dir / "train" / "logs" / "stdout.log").read_text(encoding="utf-8", errors="replace")
+    assert status.state == "failed", out[-3000:]
+    assert "not the vLLM server this launch started" in out and "another process answers on port 8437" in out
+    assert "POST /v1/completions" not in log.read_text()
+    assert not (run_dir / "train" / "logs" / "progress.jsonl").exists()
+
+
+def wait_for_port(port: int, timeout: float = 120) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
 def test_a_vllm_share_that_cannot_hold_one_sequence_is_refused_before_start(ws):
     root, model = ws
     run_dir = emit("too-small", model, vllm_mode="colocate", vllm_gpu_memory_utilization=0.001)

@@ -466,7 +466,8 @@ def _verdict_holds(run: Run, verdict: VerdictRecord, spec: RunSpec | None = None
     try:
         run_reward_imports(run)
         rewards = spec.rewards if spec and spec.rewards is not None else read_run_rewards(run)
-        current = run_pins(run, reward_code_sha256(rewards), spec.values if spec else None, here)
+        current = run_pins(run, reward_code_sha256(rewards), spec.values if spec else None, here,
+                           read=spec.sidecar_sha256 if spec else None)
     except RewardImportError as exc:  # where this process looks, not what was reviewed: the review still holds
         return _closed(run, f"the reward code cannot be imported here: {exc}", exc.fix + "; the review stands")
     except UserInputError as exc:

@@ -56,7 +56,7 @@ REWARD_CONFIG_KEYS = fields_in("rewards")
 # The config fields the model and data pins already cover (by what they resolve to).
 MODEL_DATA_KEYS = ("model_name_or_path", "model_revision", "dataset_name", "dataset_config", "datasets")
 # Files under train/ that other pins cover, or that a launch writes after the gate.
-TRAIN_FILES_UNPINNED = ("config.yaml", "train.py", "rewards.json", "request.json", "request.schema.json",
+TRAIN_FILES_UNPINNED = ("config.yaml", "train.py", "rewards.json", "request.schema.json",
                         "launch.sh", "launch.slurm", "accelerate.yaml")
 TRAIN_DIRS_UNPINNED = ("logs", "logs-attempt-", "__pycache__")
 PART_NAMES = {
@@ -262,9 +262,12 @@ def config_pins(run: Run, config: dict | None = None) -> dict:
     }
 
 
-def train_files_pin(run: Run, config: dict | None = None) -> dict:
+def train_files_pin(run: Run, config: dict | None = None, read: dict | None = None) -> dict:
     """Every file under train/ that no other pin covers, by name and content (a file named there could be
-    imported by train.py: train/ is its sys.path[0]). {} when there is none. `config`: as config_pins."""
+    imported by train.py: train/ is its sys.path[0]). {} when there is none. `config`: as config_pins; `read`:
+    {name: sha256} of the records beside the config as the caller read them (a launch's RunSpec: request.json's
+    bytes as its target was read from, not a second read)."""
+    read = read or {}
     train = run.script.parent
     if not train.is_dir():
         return {}
@@ -283,6 +286,8 @@ def train_files_pin(run: Run, config: dict | None = None) -> dict:
         name = "/".join(parts)
         if path.is_dir():  # a directory alone is a namespace package: `import train/<name>` works without files
             pinned[name + "/"] = "directory"
+        elif name in read:
+            pinned[name] = read[name]
         elif path.is_file():
             pinned[name] = sha256_file(path) if path.stat().st_size <= WHOLE_FILE_BYTES else \
                 large_file_pin(path.stat())
@@ -297,18 +302,18 @@ def process_pins(run: Run) -> dict:
 
 
 def run_pins(run: Run, reward_code_sha256: str, config: dict | None = None, here: dict | None = None,
-             meta_read: tuple | None = None) -> dict:
+             meta_read: tuple | None = None, read: dict | None = None) -> dict:
     """config_pins plus the reward code hash (computed by the caller from train/rewards.json) and train/train.py.
     `config`: train/config.yaml as the caller read it (a launch's RunSpec), else read here; `here`: the caller's
     process_pins, else this process's; `meta_read`: samples.meta.json as the caller read and checked it
-    (evidence.samples_meta_read), else read here."""
+    (evidence.samples_meta_read), else read here; `read`: as train_files_pin."""
     pins = config_pins(run, config)
     pins["reward_code"] = reward_code_sha256
     pins["script"] = sha256_file(run.script) if run.script.is_file() else None
     agentic = agentic_pin(run)
     if agentic is not None:
         pins["agentic"] = agentic
-    pins["train_files"] = train_files_pin(run, config)
+    pins["train_files"] = train_files_pin(run, config, read)
     # What sampling read through the trainer's loader (inspection.training_inputs), which the trainer compares
     # with its own at the point of use, and the record of how the samples were drawn.
     # Only the sampler's signed record is read for what it says; the pin is the digest of the bytes that were read.

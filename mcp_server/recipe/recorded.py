@@ -18,6 +18,7 @@ which is what a reader assumed before the record was typed:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -27,6 +28,14 @@ from mcp_server.errors import UserInputError, short, validation_message
 from mcp_server.inputs import Name, PathText
 from mcp_server.recipe.models import GRPORecipeRequest, Variant
 from mcp_server.userfiles import read_json
+
+# train/request.json's sha256 in the verdict's pin, passed by the launchers to the trainer (launchers.base
+# verdict_env): the trainer reads its guard mode and target from it after the gate.
+REQUEST_SHA_ENV = "LLM_FINETUNING_REQUEST_SHA256"
+
+
+class RequestChanged(RuntimeError):
+    """train/request.json is not the file the gate checked: not a bad request to train past (UserInputError)."""
 
 Trainer = Literal["grpo", "grpo_tools"]  # emission.agentic.TRAINER_TEMPLATES' keys
 
@@ -59,12 +68,22 @@ def record(request: GRPORecipeRequest, *, variant_chosen: str, is_moe: bool, tra
 def read_recorded(path: str | Path, field: str = "run") -> RecordedRequest:
     """The record at `path` (a run's train/request.json, or one beside a config); an empty record when there is
     none. UserInputError(`field`) naming the file and the field when it is not a record this version reads."""
+    return read_recorded_sha256(path, field)[0]
+
+
+def read_recorded_sha256(path: str | Path, field: str = "run") -> tuple[RecordedRequest, str | None]:
+    """read_recorded, with the sha256 of the bytes it parsed (None: no file). In a trainer (REQUEST_SHA_ENV set by
+    the launch), train/request.json whose bytes are not the ones the gate checked is refused (RequestChanged)."""
     path = Path(path)
-    if not path.is_file():
-        return RecordedRequest()
-    data = read_json(path, field, dict)
+    pinned = os.environ.get(REQUEST_SHA_ENV) if path.name == "request.json" else None
+    if not path.is_file() and not pinned:
+        return RecordedRequest(), None
+    data, sha256 = read_json(path, field, dict, with_sha256=True)
+    if pinned and sha256 != pinned:  # in a trainer: the bytes read, not the file the gate saw (issue 48, round 19)
+        raise RequestChanged(f"{short(path)} changed after the inspection verdict (its sha256 is not the one the "
+                             "launch's gate checked): refusing to train with it")
     try:
-        return RecordedRequest.model_validate(data)
+        return RecordedRequest.model_validate(data), sha256
     except ValidationError as exc:
         raise UserInputError(field, f"{short(path)} is not a recorded recipe request (train/request.json): "
                              f"{validation_message(exc, RecordedRequest)}") from None

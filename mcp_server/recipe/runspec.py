@@ -19,7 +19,7 @@ from pathlib import Path
 from mcp_server.config import FIELD
 from mcp_server.config.target import Target
 from mcp_server.errors import UserInputError
-from mcp_server.recipe.recorded import RecordedRequest, read_recorded
+from mcp_server.recipe.recorded import RecordedRequest, read_recorded, read_recorded_sha256
 from mcp_server.rewards.spec import read_reward_specs
 from mcp_server.runs import AGENTIC_FILE, DYNAMIC_SAMPLING_FILE, Run, sidecars
 from mcp_server.userfiles import read_bytes, read_config_file, read_json
@@ -55,8 +55,9 @@ class RunSpec:
         as an empty record (the trainer: a broken record must not stop training), else refused."""
         config_path = where.config if isinstance(where, Run) else Path(where)
         request_path, rewards_path = sidecars(config_path)
-        try:
-            request = read_recorded(request_path, field)  # the target first: its error names the run's record
+        read, shas = {}, {}
+        try:  # the target first: its error names the run's record
+            request, shas[request_path.name] = read_recorded_sha256(request_path, field)
         except UserInputError as exc:
             if on_bad_request is None:
                 raise
@@ -65,7 +66,6 @@ class RunSpec:
         values, sha = read_config_file(config_path, field, with_sha256=True)
         rewards = ([spec.model_dump() for spec in read_reward_specs(rewards_path, field)]
                    if rewards_path.is_file() else None)
-        read, shas = {}, {}
         for name in (AGENTIC_FILE, DYNAMIC_SAMPLING_FILE):
             if (config_path.parent / name).is_file():
                 read[name], shas[name] = read_json(config_path.parent / name, field, dict, with_sha256=True)
@@ -73,7 +73,7 @@ class RunSpec:
                         num_gpus or request.num_gpus, vllm_server_gpus, nodes=nodes)
         return cls(values=values, target=target, request=request, rewards=rewards, agentic=read.get(AGENTIC_FILE),
                    dynamic_sampling=read.get(DYNAMIC_SAMPLING_FILE), base_dir=run_dir_of(config_path),
-                   config_sha256=sha, sidecar_sha256=shas)  # is_moe: from the model
+                   config_sha256=sha, sidecar_sha256={k: v for k, v in shas.items() if v})  # is_moe: from the model
 
     @classmethod
     def of_run(cls, run: Run, vllm_server_gpus: int | None = None, nodes: int = 1) -> RunSpec:

@@ -37,11 +37,11 @@ from mcp_server.inspection.loader_env import (LOADER_FILES_ENV, LOADER_NAMES, LO
 from mcp_server.interpreter import SHELL_HOOKS, package_path
 from mcp_server.interpreter import require_training_python as training_python
 from mcp_server.memory.models import LaunchLayout
-from mcp_server.recipe.recorded import RecordedRequest
+from mcp_server.recipe.recorded import REQUEST_SHA_ENV, RecordedRequest
 from mcp_server.recipe.runspec import RunSpec, verdict_json
 from mcp_server.inspection.pins import PYTHON_VARIABLE, describe_python
 from mcp_server.inspection.trained import REWARD_SHA_ENV, VERDICT_SHA_ENV
-from mcp_server.runs import Run
+from mcp_server.runs import REQUEST_FILE, Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.commands import tools
 from mcp_server.training.launchers.machine import MachineLayout, machine_layout
@@ -340,8 +340,9 @@ def verdict_env(text: str | None) -> dict[str, str]:
            SCRIPT_SHA_ENV: script if isinstance(script, str) else None,
            TRAINING_PATHS_ENV: os.pathsep.join(paths) if isinstance(paths, list) and all(
                isinstance(p, str) for p in paths) and paths else None,
-           LOADER_FILES_ENV: json.dumps(files, sort_keys=True) if files else None}
-    return {name: value for name, value in env.items() if value}
+           LOADER_FILES_ENV: json.dumps(files, sort_keys=True) if files else None,
+           REQUEST_SHA_ENV: ((verdict.get("pins") or {}).get("train_files") or {}).get(REQUEST_FILE)}
+    return {name: value for name, value in env.items() if isinstance(value, str) and value}
 
 
 def trained_record(run: Run, config_sha256: str | None, pins: dict[str, str], text: str | None) -> dict:
@@ -403,13 +404,29 @@ def refuse_foreign_launch_files(run: Run, plan: LaunchPlan, script: Path, mark: 
     refuse_foreign("run", files, "launch_training")
 
 
+# The text of train/accelerate.yaml as the launch wrote it, passed to the launch script (ACCELERATE_LINE), which runs
+# `accelerate launch` on a private copy made from it: the file in the run, read when the job starts (minutes later on
+# SLURM), is the launch's record, never what trains (issue 48, round 19).
+ACCELERATE_TEXT_ENV = "LLM_FINETUNING_ACCELERATE_YAML"
+ACCELERATE_ARG = "--config_file train/accelerate.yaml"
+ACCELERATE_LINE = ('ACCELERATE_CONFIG=train/accelerate.yaml; if [ -n "${{{env}+x}}" ]; then '
+                   'ACCELERATE_CONFIG="$({mktemp} -d)/accelerate.yaml" && printf %s "${env}" > "$ACCELERATE_CONFIG" '
+                   '|| exit 1; fi  # the text this launch wrote there, never the file as it is now')
+
+
+def accelerate_config_arg(command: str) -> str:
+    """`command` (a shell line) running `accelerate launch` on the copy ACCELERATE_LINE makes."""
+    return command.replace(ACCELERATE_ARG, '--config_file "$ACCELERATE_CONFIG"')
+
+
 def write_accelerate(run: Run, plan: LaunchPlan) -> dict[str, str]:
-    """train/accelerate.yaml when the plan has an accelerate config."""
+    """train/accelerate.yaml when the plan has an accelerate config; its text for the launch script's environment
+    (ACCELERATE_TEXT_ENV) under "env"."""
     if plan.accelerate_config is None:
         return {}
-    path = atomic_write_text(run.accelerate, f"# From TRL's bundled accelerate configs, {ACCELERATE_MARK}.\n"
-                             + yaml.safe_dump(plan.accelerate_config, sort_keys=True))
-    return {"accelerate_config": str(path)}
+    text = f"# From TRL's bundled accelerate configs, {ACCELERATE_MARK}.\n" + yaml.safe_dump(
+        plan.accelerate_config, sort_keys=True)
+    return {"accelerate_config": str(atomic_write_text(run.accelerate, text)), ACCELERATE_TEXT_ENV: text}
 
 
 def history(previous: dict | None) -> list:

@@ -15,7 +15,8 @@ from mcp_server.errors import UserInputError
 SYSTEM_FOLDERS = ("/usr/bin", "/bin")
 # Every command the scripts run that is not a bash builtin, a function they define or the training interpreter
 # (tests/test_gate_loader.py reads the rendered scripts for any other).
-TOOLS = ("basename", "cut", "date", "dirname", "grep", "mkdir", "mv", "readlink", "rm", "sha256sum", "sleep", "tail")
+TOOLS = ("basename", "cut", "date", "dirname", "grep", "mkdir", "mktemp", "mv", "readlink", "rm", "sha256sum", "sleep",
+         "tail")
 
 
 def tool(name: str) -> str:

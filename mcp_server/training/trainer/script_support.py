@@ -105,9 +105,11 @@ def trainer_kwargs(run_dir: Path, training_args, model_args, dataset) -> dict:
     build, TRL's weight sync to vLLM goes through vLLM's reload (trainer/vllm_cpu.py: TRL's own fails on a CPU)."""
     make_tracker_dirs(run_dir, training_args.report_to)
     if training_args.use_vllm:
-        from mcp_server.training.trainer import vllm_cpu
+        from mcp_server.training.trainer import vllm_auth, vllm_cpu
 
         vllm_cpu.install(str(run_cache(run_dir) / "vllm-weights"))
+        if training_args.vllm_mode == "server" and os.environ.get(vllm_auth.KEY_ENV):  # the launch's server only
+            vllm_auth.install_client()
     return dict(
         model=model_args.model_name_or_path,
         processing_class=verified_processing_class(training_args),

@@ -22,6 +22,7 @@ vLLM, TRL and torch are imported inside the functions.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 
@@ -59,10 +60,24 @@ def reload_into(model_runner, weights) -> None:
 class CpuWeightSync:
     """vLLM worker extension (`vllm serve --worker-extension-cls`): the server side of server mode's sync."""
 
-    def llm_finetuning_load_weights(self, path: str) -> None:
-        from safetensors.torch import load_file
+    def llm_finetuning_load_weights(self, path: str, sha256: str) -> None:
+        """Load the weights the trainer wrote to `path`: its bytes read once and checked against the `sha256` the
+        trainer sent with the call (issue 48, round 19: a file changed between its write and this read is
+        refused, named), then loaded from those bytes, never the path again."""
+        from safetensors.torch import load
 
-        reload_into(self.model_runner, load_file(path).items())
+        data = read_weights(path)
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise ValueError(f"the weights file {path} is not the one the trainer wrote (its sha256 differs from "
+                             "the one sent with the call): refusing to load it")
+        reload_into(self.model_runner, load(data).items())
+
+
+def read_weights(path: str) -> bytes:
+    """The bytes of the weights file at `path`, never through a link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 def _colocate_sync(generation) -> None:
@@ -81,18 +96,20 @@ def _colocate_sync(generation) -> None:
 def _server_sync(generation, sync_dir: str) -> None:
     """Every process walks the parameters (gathering is collective); the main one writes them to one file beside
     the server and asks the server's workers to reload from it."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     tensors = {name: param.detach().to("cpu").contiguous().clone() for name, param in generation._iter_named_params()}
     if not generation.accelerator.is_main_process:
         return
     client = generation.vllm_client
+    data = save(tensors)
     fd, path = tempfile.mkstemp(prefix="weights-", suffix=".safetensors", dir=sync_dir)
-    os.close(fd)
     try:
-        save_file(tensors, path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        # the digest of the bytes written, not of the file re-read: the server loads only these
         response = client.session.post(f"{client.base_url}/collective_rpc", timeout=SYNC_TIMEOUT_S,
-                                       json={"method": RPC_METHOD, "args": [path]})
+                                       json={"method": RPC_METHOD, "args": [path, hashlib.sha256(data).hexdigest()]})
         if response.status_code != 200:
             raise RuntimeError(f"the vLLM server refused the weight sync ({response.status_code}): {response.text}; "
                                f"it must run with --worker-extension-cls {WORKER_EXTENSION}")

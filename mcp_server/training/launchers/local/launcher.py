@@ -29,6 +29,7 @@ from mcp_server.evidence import STATE_ENV, record_launch, sign_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
+    ACCELERATE_TEXT_ENV,
     REFUSED_EXIT,
     TRAIN_ARGS,
     LaunchPlan,
@@ -113,10 +114,11 @@ class LocalLauncher:
         started_ts = time.time()
         launch_id = uuid.uuid4().hex
         pins = verdict_env(plan.verdict)  # what the trainer checks against, and what this launch trains
+        accelerate = {k: v for k, v in written.items() if k == ACCELERATE_TEXT_ENV}  # the text it trains with
         # outside the workspace: whose records count, and what trained (evidence.record_launch)
         record_launch(run.dir, launch_id, trained=trained_record(run, config_sha, pins, plan.verdict))
         copy = launch_copy(run, written["script_text"], launch_id)
-        proc, reward_sha = _spawn(run, python, start.resumed_from, launch_id, copy, pins)
+        proc, reward_sha = _spawn(run, python, start.resumed_from, launch_id, copy, {**pins, **accelerate})
         try:
             create_time = psutil.Process(proc.pid).create_time()
         except psutil.NoSuchProcess:

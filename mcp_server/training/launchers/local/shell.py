@@ -9,11 +9,14 @@ import shlex
 from dataclasses import dataclass
 
 from mcp_server.errors import one_line
-from mcp_server.training.launchers.base import PLAIN_EXIT, PYTHON_PIN_LINE, python_env, trainer_pythonpath
+from mcp_server.training.launchers.base import (ACCELERATE_ARG, ACCELERATE_LINE, ACCELERATE_TEXT_ENV, PLAIN_EXIT,
+                                                PYTHON_PIN_LINE, accelerate_config_arg, python_env,
+                                                trainer_pythonpath)
 from mcp_server.training.launchers.commands import tools
 from mcp_server.training.processes import BASH, RUN_MARK
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
 from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE, WORKER_EXTENSION
+from mcp_server.training.trainer.vllm_auth import AUTH_MODULE, IMPOSTOR_EXIT, KEY_ENV, MIDDLEWARE
 from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
 
 VLLM_HEALTH_TIMEOUT_S = 900  # loading a large model into vLLM takes minutes
@@ -46,27 +49,38 @@ CPU_LINE = "export ACCELERATE_USE_CPU=1\n" + KERNEL_SET_CACHE_LINE + "\n"
 RECORD_EXIT = PLAIN_EXIT + '; {py} -m mcp_server.evidence exit $rc'
 # The server (SERVE_MODULE): `vllm serve` with the flags TRL's `trl vllm-serve` shim adds (deprecated in TRL 1.16),
 # built by the installed TRL's own build_command (trainer/vllm_serve.py); it takes the shim's arguments.
-VLLM_SERVE = """\
+# The server and the trainer share a secret made here, in their environment only (trainer/vllm_auth.py): the server
+# answers only requests that carry it and signs each answer; the trainer and the wait below refuse any other server.
+VLLM_KEY = """\
+export {key_env}="$({py} -m {auth} new-key)" || exit 1
+"""
+VLLM_SERVE = VLLM_KEY + """\
 # vLLM server mode: `vllm serve` on its own GPUs with the flags TRL's vllm-serve adds (its first log line is the
 # command), started first and waited for; its sizes are the memory plan's (plan_memory: launch.vllm_server).
 CUDA_VISIBLE_DEVICES={gpus} {py} -m {module} --model {model} --tensor_parallel_size {tp} \
---data_parallel_size {dp} --gpu_memory_utilization {util:g} --port {port} > {log} 2>&1 &
+--data_parallel_size {dp} --gpu_memory_utilization {util:g} --port {port} --middleware {middleware} > {log} 2>&1 &
 VLLM_PID=$!
 """
 # A CPU target: the server runs on this machine's CPU beside the trainer (vLLM's CPU build), listening on loopback
 # only; eager mode (torch.compile of the model would take minutes of the same cores); its worker gets the reload
 # the trainer's weight sync calls (trainer/vllm_cpu.py); --gpu_memory_utilization is its share of the host's RAM.
-VLLM_SERVE_CPU = """\
+VLLM_SERVE_CPU = VLLM_KEY + """\
 # vLLM server mode on the CPU: `vllm serve` on this machine beside the trainer, started first and waited for.
 {py} -m {module} --model {model} --host 127.0.0.1 --port {port} --gpu_memory_utilization {util:g} \
---enforce_eager true{max_len} --worker-extension-cls {extension} > {log} 2>&1 &
+--enforce_eager true{max_len} --worker-extension-cls {extension} --middleware {middleware} > {log} 2>&1 &
 VLLM_PID=$!
 """
 VLLM_WAIT = """\
 echo "waiting for the vLLM server on port {port} (pid $VLLM_PID)"
 deadline=$((SECONDS + {timeout}))
-until {py} -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=5)" \
-2>/dev/null; do
+# Only the launch's own server proves the secret: anything else answering on the port ends the launch, named.
+until {py} -m {auth} http://127.0.0.1:{port} 2>/dev/null; up=$?; [ $up -eq 0 ]; do
+  if [ $up -eq {impostor} ]; then  # the launch's server then fails to bind: its error is shown (a minute at most)
+    waited=0; while kill -0 "$VLLM_PID" 2>/dev/null && [ $waited -lt 60 ]; do {sleep} 5; waited=$((waited + 5)); done
+    {tail} -n 30 {log}; kill "$VLLM_PID" 2>/dev/null
+    echo "vLLM server did not come up: another process answers on port {port}, not the server this launch started"
+    rc={down}; {record} exit $rc
+  fi
   if ! kill -0 "$VLLM_PID" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
     echo "vLLM server did not come up: see {log}"; {tail} -n 30 {log}
     kill "$VLLM_PID" 2>/dev/null; rc={down}; {record} exit $rc
@@ -159,20 +173,26 @@ def render_launch_sh(run_name: str, python: str, command: list[str], cpu: bool, 
         PYTHON_PIN_LINE + "\n"
     if cpu:
         text += CPU_LINE
+    auth = {"key_env": KEY_ENV, "auth": AUTH_MODULE, "middleware": MIDDLEWARE}
     if server is not None and server.cpu:
         text += VLLM_SERVE_CPU.format(
             py=shlex.quote(python), module=SERVE_MODULE, model=shlex.quote(server.model), port=server.port,
-            util=server.gpu_memory_utilization, log=server.log, extension=WORKER_EXTENSION,
+            util=server.gpu_memory_utilization, log=server.log, extension=WORKER_EXTENSION, **auth,
             max_len=f" --max_model_len {server.max_model_len}" if server.max_model_len else "")
     elif server is not None:
         text += VLLM_SERVE.format(
             gpus=server.gpu_ids, py=shlex.quote(python), module=SERVE_MODULE, model=shlex.quote(server.model),
             tp=server.tensor_parallel_size, dp=server.data_parallel_size, util=server.gpu_memory_utilization,
-            port=server.port, log=server.log)
+            port=server.port, log=server.log, **auth)
     if server is not None:  # one wait for either server: its health, its process, its deadline
         text += VLLM_WAIT.format(py=shlex.quote(python), port=server.port, log=server.log,
-                                 timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT,
+                                 timeout=VLLM_HEALTH_TIMEOUT_S, down=VLLM_DOWN_EXIT, impostor=IMPOSTOR_EXIT,
+                                 auth=AUTH_MODULE,
                                  record=RECORD_EXIT.format(py=shlex.quote(python), **t) + ";", **t)
     if server is not None and not server.cpu:  # the trainer keeps the GPUs before the server's
         text += VLLM_TRAIN_GPUS.format(train_gpus=",".join(str(i) for i in range(server.first_gpu)))
-    return text + TRAIN.format(command=shlex.join(command), record=RECORD_EXIT.format(py=shlex.quote(python), **t))
+    line = shlex.join(command)
+    if ACCELERATE_ARG in line:  # accelerate launch: on the text the launch wrote to train/accelerate.yaml
+        text += ACCELERATE_LINE.format(env=ACCELERATE_TEXT_ENV, **t) + "\n"
+        line = accelerate_config_arg(line)
+    return text + TRAIN.format(command=line, record=RECORD_EXIT.format(py=shlex.quote(python), **t))

@@ -14,6 +14,7 @@ from pathlib import Path
 from mcp_server.runs import Run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.launchers.base import (
+    ACCELERATE_TEXT_ENV,
     REFUSED_EXIT,
     TRAIN_ARGS,
     TRL_ACCELERATE_CONFIGS,
@@ -113,10 +114,12 @@ class SlurmLauncher:
         trainer checks against them, as the local launcher's: launchers.base.verdict_env)."""
         refuse_foreign_launch_files(run, plan, run.slurm_script, "submitted by llm-finetuning launch_training")
         python_pin, loader_pin = verdict_shell_pins(plan.verdict)
-        script = with_python_check(with_pins(plan.script, verdict_env(plan.verdict)), plan.details.layout.python,
+        accelerate = write_accelerate(run, plan)  # its text goes in the job's environment, as the pins do
+        text = {k: v for k, v in accelerate.items() if k == ACCELERATE_TEXT_ENV}
+        script = with_python_check(with_pins(plan.script, {**verdict_env(plan.verdict), **text}),
+                                   plan.details.layout.python,
                                    python_pin, REFUSED_EXIT, loader_pin)
-        return {**write_accelerate(run, plan), "slurm": str(atomic_write_text(run.slurm_script, script)),
-                "slurm_text": script}
+        return {**accelerate, "slurm": str(atomic_write_text(run.slurm_script, script)), "slurm_text": script}
 
     def recorded(self, run: Run) -> list[Path]:
         return [run.config, run.script, run.slurm_script, run.accelerate]

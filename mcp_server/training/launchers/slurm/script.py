@@ -24,10 +24,12 @@ import shlex
 from dataclasses import dataclass, field
 
 from mcp_server.kernel_sets import KERNEL_SET_CACHE_LINE
-from mcp_server.training.launchers.base import PYTHON_PIN_LINE, TRAIN_ARGS, python_env
+from mcp_server.training.launchers.base import (ACCELERATE_ARG, ACCELERATE_LINE, ACCELERATE_TEXT_ENV, PYTHON_PIN_LINE,
+                                                TRAIN_ARGS, accelerate_config_arg, python_env)
 from mcp_server.training.launchers.commands import tools
 from mcp_server.training.launchers.slurm import scheduler
 from mcp_server.training.processes import BASH
+from mcp_server.training.trainer.vllm_auth import AUTH_MODULE, IMPOSTOR_EXIT, KEY_ENV, MIDDLEWARE
 from mcp_server.training.trainer.vllm_serve import SERVE_MODULE
 
 VLLM_WAIT_S = 900  # loading a large model into vLLM takes minutes
@@ -111,9 +113,10 @@ def _launch_line(layout: SlurmLayout, py: str) -> str:
         return (f"{py} -m torch.distributed.run --nnodes {layout.train_nodes} --nproc_per_node "
                 f"{layout.processes_per_node} --node_rank \"$SLURM_PROCID\" --master_addr \"$MAIN_NODE\" "
                 f"--master_port \"$PORT\" {args} \"${{EXTRA[@]}}\"")
-    return (f"{py} -m accelerate.commands.launch --config_file train/accelerate.yaml --num_machines "
-            f"{layout.train_nodes} --num_processes {layout.processes} --machine_rank \"$SLURM_PROCID\" "
-            f"--main_process_ip \"$MAIN_NODE\" --main_process_port \"$PORT\" {args} \"${{EXTRA[@]}}\"")
+    return accelerate_config_arg(  # on the text the launch wrote to train/accelerate.yaml (launchers.base)
+        f"{py} -m accelerate.commands.launch {ACCELERATE_ARG} --num_machines {layout.train_nodes} "
+        f"--num_processes {layout.processes} --machine_rank \"$SLURM_PROCID\" "
+        f"--main_process_ip \"$MAIN_NODE\" --main_process_port \"$PORT\" {args} \"${{EXTRA[@]}}\"")
 
 
 def _vllm_lines(layout: SlurmLayout, py: str, model: str, t: dict[str, str]) -> list[str]:
@@ -123,13 +126,20 @@ def _vllm_lines(layout: SlurmLayout, py: str, model: str, t: dict[str, str]) -> 
         f"VLLM_NODE=${{NODES[{layout.nodes - 1}]}}",
         "VLLM_ADDR=$(node_addr \"$VLLM_NODE\")",
         f"TRAIN_NODES=$(IFS=,; echo \"${{NODES[*]:0:{layout.train_nodes}}}\")",
+        "# A secret the server and the trainers share in their environment only (trainer/vllm_auth.py): the server",
+        "# answers only requests carrying it and signs each answer; any other server answering is refused.",
+        f"export {KEY_ENV}=\"$({py} -m {AUTH_MODULE} new-key)\" || record_exit {VLLM_DOWN_EXIT}",
         f"{srun} --nodes=1 --ntasks=1 --nodelist=\"$VLLM_NODE\" {py} -m {SERVE_MODULE} --model "
         f"{shlex.quote(model)} --tensor_parallel_size {layout.gpus_per_node} --port {port} --host 0.0.0.0 "
-        "> \"$LOGS/vllm-serve.log\" 2>&1 &",
+        f"--middleware {MIDDLEWARE} > \"$LOGS/vllm-serve.log\" 2>&1 &",
         "VLLM_PID=$!",
         f"deadline=$((SECONDS + {VLLM_WAIT_S}))",
-        f"until {py} -c \"import urllib.request, sys; urllib.request.urlopen('http://' + sys.argv[1] + "
-        f"':{port}/health', timeout=5)\" \"$VLLM_ADDR\" 2>/dev/null; do",
+        f"until {py} -m {AUTH_MODULE} \"http://$VLLM_ADDR:{port}\" 2>/dev/null; up=$?; [ $up -eq 0 ]; do",
+        f"  if [ $up -eq {IMPOSTOR_EXIT} ]; then",
+        f"    {t['tail']} -n 30 \"$LOGS/vllm-serve.log\"; kill \"$VLLM_PID\" 2>/dev/null",
+        f"    echo \"vLLM server did not come up: another process answers at $VLLM_ADDR:{port}, not the job's\"",
+        f"    record_exit {VLLM_DOWN_EXIT}",
+        "  fi",
         "  if ! kill -0 \"$VLLM_PID\" 2>/dev/null || [ $SECONDS -ge $deadline ]; then",
         f"    echo \"vLLM server on $VLLM_NODE did not come up within {VLLM_WAIT_S} s: see $LOGS/vllm-serve.log\"",
         f"    {t['tail']} -n 30 \"$LOGS/vllm-serve.log\"; kill \"$VLLM_PID\" 2>/dev/null",
@@ -197,6 +207,7 @@ def render_sbatch(layout: SlurmLayout, model: str, extra_args: list[str], head: 
         "node_main() {  # on every training node: the launcher ignores USR1, the trainer turns it into a save",
         "  trap '' USR1",
         f'  echo "node $SLURMD_NODENAME (rank $SLURM_PROCID) at $({t["date"]} -u +%FT%TZ)"',
+        *([] if layout.cpu else ["  " + ACCELERATE_LINE.format(env=ACCELERATE_TEXT_ENV, **t)]),
         f"  {_launch_line(layout, py)}",
         '  local rc=$?; echo "$rc" > "$LOGS/node-$SLURMD_NODENAME.exit"; return "$rc"',
         "}",
