@@ -13,6 +13,7 @@ also prints emission's range and whether the measured step is inside it.
 
     .venv/bin/python bench/bench_estimates.py [--skip-sampling] [--skip-training] [--skip-smollm2]
     .venv/bin/python bench/bench_estimates.py --smollm2-parts    (smollm2_step_parts only)
+    .venv/bin/python bench/bench_estimates.py --walk12    (walk 12's runs before and after only: walk12_case)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -234,6 +236,59 @@ def emission_case(times: int = 3) -> dict:
             "ranges_s": ranges, "spread": round(max(figures) / min(figures), 2), "loads": loads}
 
 
+# Walk 12's two smollm2-135m LoRA runs (8 completions of 16 tokens a step, 2 threads on 2 cores): their workspace,
+# the load they trained at (the walk's notes: the trainer logs no load) and the seconds of the steps they logged.
+WALK12 = os.environ.get("WALK12", "/tmp/walk12")
+WALK12_RUNS = (("ws/runs/2026-12-07-wc", (2.0, 6.0), [146.0]),
+               ("ws2/runs/2026-12-07-plural", (14.0, 14.0), [663.0, 532.0, 472.0]))
+
+
+def walk12_case() -> list[dict]:
+    """Walk 12's step estimates before and after issue 49's load-both-ways and calibration change, each run on the
+    readings its emission kept (cpu_probe.json's runs) at the loads it trained at: "before" never below the probe's
+    own time (cpu_speed.slowdown_at_load) and uncorrected; "after" the load either way (cpu_speed.step_factor), and
+    the second run's estimate corrected by the first run's measured step (estimate.calibrate at the first's middle
+    load), as a machine that ran the first would have it. Ratio: estimate / measured step. The readings are
+    bench/walk12_readings.json's (the machine's store keeps the latest 64 runs'); the runs' configs are read from
+    their directories (WALK12)."""
+    from mcp_server.memory import cpu_speed
+    from mcp_server.memory.estimate import calibrate, step_estimate
+    from mcp_server.recipe.runspec import RunSpec
+    from mcp_server.runs import Run
+
+    runs = [(Run(Path(WALK12) / path), loads, steps) for path, loads, steps in WALK12_RUNS]
+    if not all(run.dir.is_dir() for run, _, _ in runs):
+        return [{"case": "walk 12's runs", "skipped": f"its run directories are not under {WALK12}"}]
+    kept = json.loads((Path(__file__).parent / "walk12_readings.json").read_text(encoding="utf-8"))
+    readings = {run.name: [cpu_speed.CpuThroughput(**r, measured_at=time.time()) for r in kept[path]]
+                for (run, _, _), (path, _, _) in zip(runs, WALK12_RUNS)}
+    factor, out = cpu_speed.step_factor, []
+    before = os.environ.get("LLM_FINETUNING_CACHE")
+    with tempfile.TemporaryDirectory(prefix="bench-walk12-") as cache:
+        os.environ["LLM_FINETUNING_CACHE"] = cache  # the calibration kept here, never the user's
+        try:
+            for label in ("before", "after"):
+                cpu_speed.step_factor = factor if label == "after" else cpu_speed.slowdown_at_load
+                for i, (run, loads, steps) in enumerate(runs):
+                    spec = RunSpec.of_run(run)
+                    for load in sorted(set(loads)):
+                        figure = step_estimate(spec, load=(load, 2), running=True, readings=readings[run.name],
+                                               calibrated=label == "after")
+                        out.append({"case": f"walk 12 {run.name} at load {load:.0f}, {label}", "estimate_s":
+                                    figure.step_s, "range_s": [figure.low_s, figure.high_s], "measured_s": steps,
+                                    "ratio": [round(figure.step_s / s, 2) for s in steps],
+                                    "inside_range": [figure.low_s <= s <= figure.high_s for s in steps]})
+                    if label == "after" and i == 0:  # the first run's step, measured at its middle load, kept
+                        middle = cpu_speed.Load(*(sum(loads) / 2,) * 3, 2)
+                        cpu_speed.keep_for_run(run.dir, readings[run.name])
+                        calibrate(run, statistics.median(steps), middle)
+        finally:
+            cpu_speed.step_factor = factor
+            os.environ.pop("LLM_FINETUNING_CACHE", None) if before is None else \
+                os.environ.__setitem__("LLM_FINETUNING_CACHE", before)
+    return out
+
+
 def main() -> None:
     from mcp_server.smollm2 import ensure_smollm2_model
 
@@ -243,6 +298,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-estimates-") as ws:
         os.environ["LLM_FINETUNING_WORKSPACE"] = ws
         os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+        for case in walk12_case():
+            show(case)
+        if "--walk12" in sys.argv:
+            return
         show(emission_case())
         if "--skip-sampling" not in sys.argv:
             show(sampling_case("tiny", 8, 64))  # each case as it ends: a slow machine still gets the first figures

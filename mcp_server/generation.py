@@ -7,10 +7,11 @@ On the ground floor so both stand on it; torch, transformers and vLLM are import
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from mcp_server.model_ref import eos_ids, release_gpu, small_model_threads
-from mcp_server.reporting import Report, silent
+from mcp_server.reporting import Report, silent, ticking
 
 
 def render_prompt(tokenizer, prompt, chat_template_kwargs: dict | None = None) -> str:
@@ -33,12 +34,14 @@ def plain_prompts_warning(model) -> str:
             "(non-chat) model.")
 
 
+WAIT_TICK_S = 10.0  # while a generate call has no decode step yet (the prompts' prefill, threads waking on a busy
+# machine): a line this often (walk 12: 30-50 s without a line between the plan and "token 1" at load 8)
 STEP_EVERY = 16  # decode steps between two `on_step` calls within one generate call, unless STEP_EVERY_S comes first
 STEP_EVERY_S = 15.0  # wall seconds after which the next decode step calls `on_step` (issue 49: 16 steps of 64
 # sequences took 5.8 min on a loaded 2-core machine, with no line between the plan and that step)
 
 
-def _step_watch(on_step, done_before: int):
+def _step_watch(on_step, done_before: int, seen: list | None = None):
     """A stopping criterion that never stops: it calls `on_step(prompts done before this batch, decode step)` at the
     first decode step (where the rate is measured from), then every STEP_EVERY steps or STEP_EVERY_S seconds,
     whichever comes first, so a long generate call is followed token by token."""
@@ -52,12 +55,30 @@ def _step_watch(on_step, done_before: int):
         def __call__(self, input_ids, scores, **kwargs):
             self.step += 1
             now = time.monotonic()
+            if seen is not None and not seen:
+                seen.append(self.step)
             if self.step == 1 or self.step % STEP_EVERY == 0 or now - self.last >= STEP_EVERY_S:
                 self.last = now
                 on_step(done_before, self.step)
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     return StoppingCriteriaList([Watch()])
+
+
+@contextlib.contextmanager
+def _first_step_wait(on_wait, done_before: int, seen: list):
+    """While the block runs and no decode step of it has been seen (`seen`, which its _step_watch fills), call
+    `on_wait(done_before, seconds)` every WAIT_TICK_S from a thread of its own."""
+    if on_wait is None:
+        yield
+        return
+
+    def line(done: float, total, message) -> None:
+        if not seen:
+            on_wait(done_before, float(message))
+
+    with ticking(line, WAIT_TICK_S, lambda elapsed: str(elapsed)):
+        yield
 
 
 def _give_up_watch(give_up, tokenizer, done_before: int, prompt_len: int, n: int, ended: dict):
@@ -136,6 +157,21 @@ class DecodeProgress:
         return f"; {rate}, about " + (  # an estimate: the rate moves with the load
             "1 s" if left < 1 else duration(left)) + f" left at that rate{past}"
 
+    planned_step_s: float | None = None  # a decode step's seconds as the plan has them, where one was made
+
+    def waiting(self, done_before: int, elapsed: float) -> None:
+        """A generate call that has run `elapsed` seconds without its first decode step: what it does and what it
+        should take (the plan's decode step, else the last call's first step), so no wait is silent."""
+        chunk = min(self.per_call, self.total - done_before)
+        expected = self.planned_step_s if self.first is None else None
+        if self.first is not None and self.ran:
+            expected = (time.perf_counter() - self.first[0]) / max(self.ran + self.current - self.first[1], 1)
+        figure = f"; a decode step {'planned at' if self.first is None else 'measured at'} about " \
+            f"{duration(expected)}, the first one longer (the prompts' prefill)" if expected else ""
+        self.report(done_before, self.total, f"{self.doing} prompts {done_before + 1}-{done_before + chunk} of "
+                    f"{self.total}: waiting for token 1 of up to {self.max_new_tokens} (the prompts' prefill), "
+                    f"{elapsed:.0f} s so far{figure}")
+
     def step(self, done_before: int, step: int) -> None:
         """Within a generate call: `step` decode steps of the call that starts at prompt `done_before`."""
         self.current = step
@@ -157,7 +193,7 @@ def generate_completions(
     model, tokenizer, texts: list[str], max_new_tokens: int, *, n: int = 1, batch_size: int = 64,
     options: dict | None = None, seed: int = 3407, drop_stop: bool = False, report: Report = silent,
     message: str = "decoded {done}/{total} prompts", on_batch=None, on_step=None,
-    kept: tuple[list[list[dict]], dict] | None = None, give_up=None, ended: dict | None = None,
+    kept: tuple[list[list[dict]], dict] | None = None, give_up=None, ended: dict | None = None, on_wait=None,
 ) -> list[list[dict]]:
     """Per prompt text, `n` dicts {text, ids, finish_reason}: ids end at the first stop token (kept in ids; in
     text unless `drop_stop`), finish_reason is 'stop' or 'length'. Prompts are batched (left padding) so that about
@@ -167,7 +203,8 @@ def generate_completions(
     within one, `on_step(prompts done before it, decode step)`. `kept`: (the groups of the first whole batches of
     an earlier pass of the same request, the generator's state after them): generation goes on from there, so the
     result is that pass's, batch for batch (inspection.sample_files: a stopped sampling resumed). `give_up(prompt
-    index, text so far)`: True ends that sequence there (_give_up_watch; `ended` gets the decode steps taken)."""
+    index, text so far)`: True ends that sequence there (_give_up_watch; `ended` gets the decode steps taken).
+    `on_wait(prompts done before the call, seconds)`: every WAIT_TICK_S while a call has no decode step yet."""
     import torch
     from transformers import set_seed
 
@@ -188,15 +225,17 @@ def generate_completions(
             chunk = texts[start : start + prompts_per_call]
             # Like TRL: the chat template already holds the special tokens, so none are added here.
             enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-            watch = {"stopping_criteria": _step_watch(on_step, start)} if on_step else {}
+            seen: list = []  # the call's first decode step, once its watch has seen it
+            watch = {"stopping_criteria": _step_watch(on_step, start, seen)} if on_step else {}
             if give_up is not None:
                 from transformers import StoppingCriteriaList
 
                 stop = _give_up_watch(give_up, tokenizer, start, enc["input_ids"].shape[1], n,
                                       ended if ended is not None else {})
                 watch = {"stopping_criteria": StoppingCriteriaList([*watch.get("stopping_criteria", []), stop])}
-            out = model.generate(**enc, num_return_sequences=n, max_new_tokens=max_new_tokens,
-                                 pad_token_id=tokenizer.pad_token_id, **options, **watch)
+            with _first_step_wait(on_wait if on_step else None, start, seen):
+                out = model.generate(**enc, num_return_sequences=n, max_new_tokens=max_new_tokens,
+                                     pad_token_id=tokenizer.pad_token_id, **options, **watch)
             generated = out[:, enc["input_ids"].shape[1] :].tolist()
             for p in range(len(chunk)):
                 results.append([_completion(tokenizer, ids, eos, drop_stop) for ids in generated[p * n : (p + 1) * n]])
@@ -240,6 +279,27 @@ def _completion(tokenizer, ids: list[int], eos: set[int], drop_stop: bool) -> di
             "finish_reason": "stop" if stop is not None else "length"}
 
 
+def plan_step_s(plan: dict | None) -> float | None:
+    """A decode step's seconds as a plan (sampling_plan) has them: its typical figure over its decode steps."""
+    steps = (plan or {}).get("generate_calls", 0) * (plan or {}).get("max_new_tokens", 0)
+    return plan["estimated_seconds"] / steps if steps and plan.get("estimated_seconds") else None
+
+
+def planned(report: Report, plan: dict | None) -> Report:
+    """`report`, carrying the decode step `plan` expects (plan_step_s): the figure generate's wait lines give."""
+    def said(done: float, total: float | None, message: str) -> None:
+        report(done, total, message)
+
+    said.planned_step_s = plan_step_s(plan)
+    return said
+
+
+def loading(report: Report, what: str):
+    """While the block loads `what`: a line every WAIT_TICK_S with the seconds so far (walk 12: a model's load and
+    the first step were one silent wait)."""
+    return ticking(report, WAIT_TICK_S, lambda elapsed: f"loading {what}: {elapsed:.0f} s so far")
+
+
 def generate(
     model, tokenizer, texts: list[str], max_new_tokens: int, batch_size: int = 64,
     temperature: float = 0.0, seed: int = 3407, report: Report = silent, give_up=None, ended: dict | None = None,
@@ -250,10 +310,12 @@ def generate(
     options = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else None
     progress = None if report is silent else DecodeProgress(report, len(texts), -(-len(texts) // max(batch_size, 1)),
                                                             max_new_tokens)
+    if progress is not None:
+        progress.planned_step_s = getattr(report, "planned_step_s", None)  # planned(): the plan's decode step
     groups = generate_completions(
         model, tokenizer, texts, max_new_tokens, batch_size=batch_size, options=options, seed=seed, drop_stop=True,
         on_batch=progress and (lambda start, done_groups: progress.batch(start + len(done_groups))),
-        on_step=progress and progress.step, give_up=give_up, ended=ended)
+        on_step=progress and progress.step, give_up=give_up, ended=ended, on_wait=progress and progress.waiting)
     return [group[0]["text"] for group in groups]
 
 

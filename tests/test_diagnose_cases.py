@@ -247,3 +247,60 @@ def test_an_explanation_names_no_finding_the_diagnosis_does_not_list(tmp_path, s
     for f in d.findings:
         named = {c for c in re.findall(r"\b[a-z_]{6,}\b", f.explanation) if c in CODES} - {f.code}
         assert named <= listed, (f.code, named - listed, f.explanation)
+
+
+# ---------------------------------------------------------------- walk 12: the findings of a no-signal run agree
+def _no_signal(rows: list[dict]) -> list[dict]:
+    n = len(rows)
+    return with_series(with_series(rows, "frac_reward_zero_std", [1.0] * n), "reward_std", [0.0] * n)
+
+
+def _nothing_paid(n: int = 8, reward: str = "correctness_reward") -> list[dict]:
+    """Walk 12's word-count run: one reward, 0 for every completion from the first log, no gradient."""
+    rows = [{k: v for k, v in row.items() if not k.startswith("rewards/")} for row in healthy_rows(n)]
+    rows = with_series(rows, f"rewards/{reward}/mean", [0.0] * n)
+    rows = with_series(rows, f"rewards/{reward}/std", [0.0] * n)
+    return with_series(with_series(_no_signal(rows), "reward", [0.0] * n), "grad_norm", [0.0] * n)
+
+
+NO_SIGNAL_TABLE = {
+    "nothing paid, one custom reward (walk 12)": (_nothing_paid(reward="word_count_reward"), {}),
+    "nothing paid, no gradient": (_nothing_paid(), {}),
+    "the task never scores, the format pays": (never_scores_rows(), {"num_generations": 8}),
+    "every completion cut, nothing paid": (with_series(_nothing_paid(), "completions/clipped_ratio", [1.0] * 8), {}),
+    "half cut, nothing paid": (with_series(_nothing_paid(), "completions/clipped_ratio", [0.5] * 8), {}),
+    "a reward that returns None": (with_series(_nothing_paid(), "rewards/correctness_reward/mean",
+                                               [float("nan")] * 8), {}),
+    "a rate far out of range, nothing paid": (with_series(_nothing_paid(), "learning_rate", [3e-3] * 8),
+                                              {"learning_rate": 3e-3}),
+    "entropy collapsed, nothing paid": (with_series(_nothing_paid(), "entropy", [0.8, 0.5, 0.2, 0.05, 0.01, 0.005,
+                                                                                 0.002, 0.001]), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_SIGNAL_TABLE))
+def test_the_findings_of_a_no_signal_run_agree_on_what_fixes_it(tmp_path, case):
+    """Walk 12: no_reward_signal said "The patch samples more completions per prompt" and "its patch is the fix" of
+    task_never_scores, whose own words are that no config change fixes it. Over every finding that co-occurs on a
+    run whose groups have no spread: an effect carries no patch and no words proposing one of its own, and what it
+    says of its root's fix is what that root carries (its patch, or no config change)."""
+    from mcp_server.diagnosis.triage import OWN_REMEDY
+
+    rows, config = NO_SIGNAL_TABLE[case]
+    d = diagnose_series(tmp_path, rows, **config)
+    found = {f.code: f for f in problems(d)}
+    effects = [f for f in found.values() if f.caused_by]
+    assert effects, [(f.code, f.caused_by) for f in found.values()]
+    for effect in effects:
+        root = found[effect.caused_by]
+        fixed = bool(root.patch or root.add_rewards)
+        own, _, note = effect.explanation.partition(f" This is an effect of {root.code} (ranked above)")
+        assert note, (effect.code, effect.explanation)
+        assert effect.patch == {} and effect.add_rewards == [], (effect.code, effect.patch)
+        assert not OWN_REMEDY.search(own), (effect.code, own)
+        assert ("its patch is the fix" in note) == fixed and ("no config change fixes" in note) != fixed, note
+    for f in found.values():  # a finding that carries no patch never speaks of one as its own
+        if not (f.patch or f.add_rewards):
+            assert not OWN_REMEDY.search(f.explanation.split(" This is an effect of ")[0]), (f.code, f.explanation)
+    if case.startswith("nothing paid"):
+        assert problems(d)[0].code == "task_never_scores" and {"no_reward_signal", "signal_lost"} <= set(found)

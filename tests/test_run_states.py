@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import time
 import typing
@@ -1706,3 +1707,32 @@ def test_config_hash_advice_never_proposes_an_entropy_patch_the_controller_repla
     moved = [k for k in dict.fromkeys([*full, *edited]) if full.get(k) != edited.get(k)]
     proposed = not adaptive and not any(pinned(k) for k in moved)  # a pinned field's change is never a patch
     assert ("resume_training with patch" in way) == proposed, way
+
+
+@pytest.mark.parametrize("logged", [True, False])
+def test_a_stopping_status_says_what_it_waits_for_with_its_figures(live_run, logged):
+    """Walk 12: training-status while a stop was in progress said "is stopping, step 2/8" and nothing more. It says
+    the step the stop waits for, how long that step has run against what a step takes (the run's logged step times,
+    else the planner's figure for a first step), and the stop's deadline: the wait stop_training announced."""
+    from mcp_server.runs import Run
+    from mcp_server.training.models import StopRequest
+    from mcp_server.training.status import stop_training
+
+    run = Run(live_run)
+    now = time.time()
+    write_signed(run.train_begin, {"time": now - 400.0, "launch_id": OLD})
+    if logged:
+        _progress(run, [{"step": 1, "time": now - 300.0, "step_time": 100.0},
+                        {"step": 2, "time": now - 40.0, "step_time": 260.0}])
+    stopped = stop_training(StopRequest(run=str(live_run), timeout_s=0))
+    assert stopped.state == "stopping", stopped.message
+    message = _status(live_run).message
+    assert "is stopping" in message, message
+    if logged:
+        assert re.search(r"waiting for step 3 to end and its checkpoint to be saved: running for \d+ s of about 260 s "
+                         r"\(its steps take up to 260 s\), expected to end with its save within about \d+ s", message)
+    else:
+        assert re.search(r"waiting for its first step to end and its checkpoint to be saved: running for \d+ s",
+                         message), message
+    assert re.search(r"the stop was asked \d+ s ago and waits at most 0 s \(its deadline passed", message), message
+    assert "after it the run still stops by itself at its step end" in message, message

@@ -113,7 +113,7 @@ def dynamic_sampling_advice(share: float, on: bool) -> str:
     rounds = min(MAX_EXTRA_ROUNDS, max(DEFAULT_EXTRA_ROUNDS, math.ceil(expected - 1e-9)))
     return (f"Or train only on groups with spread: emit again with dynamic_sampling: {{max_extra_rounds: {rounds}}} "
             "(DAPO's dynamic sampling, in train.py; on by default for the dapo variant): zero-spread groups are "
-            "dropped and the batch refilled with fresh prompts. Its cost is generation: at this share about "
+            "dropped and the batch refilled with fresh prompts; its cost is generation: at this share about "
             f"{min(expected, 1 + rounds):.1f}x TRL's per step (1 / (1 - share), at most {1 + rounds}x), memory "
             "unchanged" + ("; at this share even that cap would often be reached, so fix the difficulty first."
                            if expected > 1 + rounds else "."))

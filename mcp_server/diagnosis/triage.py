@@ -11,6 +11,7 @@ say so and name the samples to read to decide (`read_samples_at`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from mcp_server.diagnosis.context import Ctx
@@ -95,10 +96,9 @@ def link(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
         ordered = sorted((by_code[c] for c in found), key=_key)
         f.caused_by = ordered[0].code
         f.other_causes = [c.code for c in ordered[1:]]
-        if f.patch or f.add_rewards:
-            f.explanation += (f" This is an effect of {f.caused_by} (ranked above): its patch is the fix, so this "
-                              "finding carries none of its own.")
-            f.patch, f.add_rewards = {}, []
+        # every effect says what fixes it, as its root has it; its own patch and the words for it are withdrawn
+        f.explanation = without_own_remedy(f.explanation) + effect_note(f.caused_by, by_code[f.caused_by])
+        f.patch, f.add_rewards = {}, []
     for root in (f for f in problems if f.caused_by is None):
         effects = [f for f in problems if f.caused_by == root.code or root.code in f.other_causes]
         rivals = sorted({c for e in effects for c in [e.caused_by, *e.other_causes]} - {root.code, None})
@@ -110,6 +110,27 @@ def link(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
             root.explanation += (f" Another cause fits the same evidence: {', '.join(rivals)}. Read the samples at "
                                  f"step {root.read_samples_at} (sample_completions on the checkpoint nearest it) "
                                  "to decide which before applying a patch.")
+
+
+# A sentence in which a finding proposes its own config change (its patch, an emission with other fields): an
+# effect's is withdrawn with its patch (walk 12: no_reward_signal said "The patch samples more completions" under
+# task_never_scores, which says no config change fixes it).
+OWN_REMEDY = re.compile(r"\b(the patch|emit again)\b", re.IGNORECASE)
+
+
+def without_own_remedy(text: str) -> str:
+    """`text` less its sentences that propose the finding's own config change (OWN_REMEDY)."""
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", text)
+    return " ".join(s for s in sentences if not OWN_REMEDY.search(s))
+
+
+def effect_note(code: str, cause: DiagnosisFinding) -> str:
+    """What an effect says of its root cause's fix, as that cause has it: its patch, or no config change."""
+    if cause.patch or cause.add_rewards:
+        return (f" This is an effect of {code} (ranked above): its patch is the fix, so this finding carries none of "
+                "its own.")
+    return (f" This is an effect of {code} (ranked above), which no config change fixes: what it says to do is the "
+            "fix, so this finding carries no patch of its own.")
 
 
 def rank(findings: list[DiagnosisFinding]) -> list[DiagnosisFinding]:

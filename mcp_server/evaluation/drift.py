@@ -13,7 +13,7 @@ from mcp_server.evaluation.evaluate import (
     load_goldens, model_key, record_baseline,
 )
 from mcp_server.evaluation.graders_apart import score_rows
-from mcp_server.generation import generate, render_prompt
+from mcp_server.generation import generate, planned, render_prompt
 from mcp_server.inspection.pins import model_content
 from mcp_server.evaluation.models import DriftResult, PromoteRequest
 from mcp_server.evaluation.drift_rule import judge_drift, judge_rerun
@@ -250,4 +250,4 @@ def stage_report(report: Report, stage: str, plan: dict | None = None) -> Report
     """The report of one decoding stage (baseline, checkpoint, drift, rerun), its messages naming the stage; made as
     the stage begins, it reports the start (each stage counts from 0), with its `plan` (eval_plan) when given."""
     report(0, None, f"{stage}: starting" + (f"; plan: {plan['text']}" if plan else ""))
-    return lambda done, total, message: report(done, total, f"{stage}: {message}")
+    return planned(lambda done, total, message: report(done, total, f"{stage}: {message}"), plan)

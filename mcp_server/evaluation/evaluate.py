@@ -18,7 +18,7 @@ from mcp_server.dataset import load_rows
 from mcp_server.diagnosis.success_rate import baseline_signal_warning
 from mcp_server.errors import UserInputError
 from mcp_server.evidence import sign, unrecorded, valid
-from mcp_server.generation import generate, render_prompt
+from mcp_server.generation import generate, loading, planned, render_prompt
 from mcp_server.evaluation.goldens import refuse_repeated
 from mcp_server.evaluation.graders_apart import grade
 from mcp_server.evaluation.models import EVAL_TOKENS, EvaluateRequest, EvaluationResult, ItemResult
@@ -239,7 +239,10 @@ def evaluate_rows(
 ) -> list[ItemResult]:
     """Decode and grade `rows` (the graders in the keyless worker: graders_apart.grade); `loaded` = (model,
     tokenizer) to reuse an already loaded model; `read`, `code`: grade's."""
-    model, tokenizer = loaded or load_model(model_ref)
+    if loaded is None:
+        with loading(report, str(model_ref)):
+            loaded = load_model(model_ref)
+    model, tokenizer = loaded
     texts = [render_prompt(tokenizer, r["prompt"]) for r in rows]
     completions = generate(
         model, tokenizer, texts, max_new_tokens, batch_size=batch_size, temperature=temperature, seed=seed,
@@ -334,9 +337,11 @@ def evaluate_model(request: EvaluateRequest, loaded=None, report: Report = silen
     plan = eval_plan(model_ref, len(rows), budget, request.batch_size)
     report(0, len(rows), f"evaluating {request.model} on {len(rows)} goldens, max_new_tokens {budget} ({source}); "
                          f"plan: {plan['text']}")
+    report = planned(report, plan)  # its decode step: the figure of the lines while a call waits for token 1
     read, code = reads.Reads(), {}  # the files the graders open: part of a baseline's identity (rewards.reads)
     if loaded is None and pin is not None:  # what is measured is the content the baseline records (round 18, b05)
-        loaded = load_pinned(model_ref, pin, what="measured or filed")
+        with loading(report, request.model):
+            loaded = load_pinned(model_ref, pin, what="measured or filed")
     items = evaluate_rows(
         model_ref, rows, request.graders, request.max_new_tokens, request.batch_size, request.seed,
         loaded=loaded, report=report, read=read, code=code,

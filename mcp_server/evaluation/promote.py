@@ -39,6 +39,7 @@ from mcp_server.evaluation.drift_rule import HARD_FAIL_POINTS, judge_drift
 from mcp_server.evaluation.grader_replay import baseline_goldens, regrade_after
 from mcp_server.evaluation.paired import compare_paired
 from mcp_server.evaluation.checked_load import hashed_load
+from mcp_server.generation import loading
 from mcp_server.model_ref import report_name, resolve_loadable
 from mcp_server.reporting import Report, silent
 from mcp_server.rewards import reads
@@ -72,7 +73,6 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     eval_root()  # eval/ a link leading outside the workspace: refused before anything is decoded or written
     baseline_file, baseline, choice, replayed = choose_baseline(run, request, config, base, base_ref, report)
     goldens, sha = baseline_goldens(request.goldens, baseline)
-
     # The baseline's graders and decoding, never the request's: a baseline is not loosened afterwards.
     graders = [RewardSpec.model_validate(g) for g in baseline["graders"]]
     max_new_tokens = int(baseline["max_new_tokens"])
@@ -80,7 +80,8 @@ def promote_checkpoint(request: PromoteRequest, report: Report = silent) -> Prom
     # the stage's plan first, then the load (walk 9: 69 s of silence, then "a model of unknown size")
     stage = stage_report(report, "checkpoint on the goldens", eval_plan(ckpt, len(rows), max_new_tokens, base=base))
     # what loaded is the checkpoint of that hash (round 10, F4), which is the save the ledger recorded (round 18)
-    ckpt_sha, ckpt_loaded = _recorded_load(run, ckpt, bool(request.checkpoint), state != "not_launched")
+    with loading(stage, "the checkpoint"):
+        ckpt_sha, ckpt_loaded = _recorded_load(run, ckpt, bool(request.checkpoint), state != "not_launched")
     read, code = reads.Reads(), {}  # what the graders read and are, from the keyless worker (graders_apart)
     items = evaluate_rows(ckpt, rows, graders, max_new_tokens, seed=int(baseline["seed"]), loaded=ckpt_loaded,
                           report=stage, read=read, code=code)

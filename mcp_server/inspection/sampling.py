@@ -40,7 +40,7 @@ from mcp_server.inspection.training_inputs import (load_training_inputs, loadabl
                                                    pinned_after_load, prompt_column, trained_model, weight_kwargs)
 from mcp_server.config.fields import engine_name, fields_in, sampler
 from mcp_server.config.grpo_fields import GRPOView
-from mcp_server.generation import generate_completions, plain_prompts_warning, render_prompt
+from mcp_server.generation import generate_completions, loading, plain_prompts_warning, render_prompt
 from mcp_server.inspection.pinned_load import load_pinned, pinned_tokenizer
 from mcp_server.inspection.pinned_vllm import sample_pinned_vllm
 from mcp_server.model_ref import BUILT_IN, release_gpu, resolve_loadable, shown_name
@@ -316,8 +316,7 @@ def _generate_transformers(
         model, tokenizer, texts, settings["max_new_tokens"], n=n, batch_size=batch_size, options=options,
         seed=settings["seed"], report=report if progress is None else silent,
         message=f"sampled {{done}}/{{total}} prompts x {n}",
-        on_batch=on_batch, on_step=progress.step if progress else None, kept=kept,
-    )
+        on_batch=on_batch, on_step=progress and progress.step, kept=kept, on_wait=progress and progress.waiting)
     device = model.device.type
     del model
     if device == "cuda":
@@ -388,8 +387,9 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     report(reused, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)"
                       + _too_few_note(k, settings["n"], len(rows)))
     [report(reused, k, f"warning: {warning}") for warning in warnings]
-    loaded = [(pin, loads, verified, tokenizer) if engine == "vllm"  # popped where it samples
-              else load_pinned(model_ref, pin, loads, "sampled", tokenizer)]
+    with loading(report, shown_name(model_ref)):
+        loaded = [(pin, loads, verified, tokenizer) if engine == "vllm"  # popped where it samples
+                  else load_pinned(model_ref, pin, loads, "sampled", tokenizer)]
     progress = Progress(report, plan, partial.relative_to(run.dir).as_posix())
     keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational, asked, kept)
     started = time.perf_counter()

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from mcp_server.errors import UserInputError
-from mcp_server.generation import DecodeProgress, duration
+from mcp_server.generation import DecodeProgress, duration, plan_step_s
 from mcp_server.inspection.models import CPU_PROMPTS, MIN_REVIEW_SAMPLES, RATE_PROMPTS
 from mcp_server.memory import cpu_speed
 from mcp_server.memory.params import count_params
@@ -178,6 +178,7 @@ class Progress(DecodeProgress):
                          f"sampled {{done}}/{{total}} prompts x {plan['n']}, written to "
                          + partial.replace("{", "{{").replace("}", "}}"))  # a template: the path's braces kept
         self.plan, self.partial = plan, partial
+        self.planned_step_s = plan_step_s(plan)
 
     def past_plan(self, decoding_s: float) -> str:
         """Once decoding has run past the plan's "at most": say so, with the load it was planned at and the load now

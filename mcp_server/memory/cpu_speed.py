@@ -282,6 +282,44 @@ def slowdown_at_load(cpu: CpuThroughput, load: float, cores: int, apart: bool = 
     return max(1.0, cpu.share / fair_share(cpu.threads, load, cores) ** (max(cpu.threads, 1) if apart else 1))
 
 
+def step_factor(cpu: CpuThroughput, load: float, cores: int) -> float:
+    """How many times the time at the speed `cpu` measured a trainer's step takes at `load` on `cores`: the share
+    the probe got (cpu.share) over the fair share the trainer's threads get at that load, either way. Walk 12: a
+    probe taken at a busy moment (17% of its threads' time) and a run at load 2-6 took 146 s a step where the
+    estimate, never below the measured speed's time (slowdown_at_load), said 412 s (2.8x over)."""
+    return cpu.share / fair_share(cpu.threads, load, cores)
+
+
+CALIBRATION_KEY, CALIBRATION_KEPT = "calibration", 16  # runs' measured step over the estimate, the latest 16
+
+
+def keep_ratio(run_dir: Path, ratio: float, load: float, params: float) -> None:
+    """Keep `run_dir`'s measured step time over its estimate at the load it ran at (training_status, once a step is
+    logged), with its model's parameters: what later estimates on this machine are corrected by (ratios)."""
+    kept = _stored()
+    ratios = kept.get(CALIBRATION_KEY) if isinstance(kept.get(CALIBRATION_KEY), dict) else {}
+    ratios.pop(str(Path(run_dir).resolve()), None)
+    ratios[str(Path(run_dir).resolve())] = {"ratio": ratio, "load": load, "time": time.time(), "params": params}
+    kept[CALIBRATION_KEY] = dict(list(ratios.items())[-CALIBRATION_KEPT:])
+    _write(kept)
+
+
+SIMILAR_PARAMS = 4.0  # a ratio corrects models within this factor of its own size (the host's share differs)
+
+
+def ratios(params: float, but: Path | None = None) -> list[float]:
+    """The measured-over-estimate ratios of the runs on this machine within PROBE_KEPT_S whose models are within
+    SIMILAR_PARAMS of `params` (the tiny model's step is host overhead, a 135M model's compute), `but`'s left out."""
+    stored = _stored().get(CALIBRATION_KEY)
+    own = str(Path(but).resolve()) if but is not None else None
+    try:
+        return [float(e["ratio"]) for key, e in (stored or {}).items() if key != own and e["ratio"] > 0
+                and time.time() - float(e["time"]) < PROBE_KEPT_S
+                and 1 / SIMILAR_PARAMS <= float(e["params"]) / params <= SIMILAR_PARAMS]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return []
+
+
 def decode_step_s(params: float, layers: int, sequences: int, cpu: CpuThroughput, hidden: int = 0,
                   context: float = 0.0) -> float:
     """Seconds per decode step of transformers generate on this CPU: the float32 weights read once, the matmuls

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 from pathlib import Path
+from statistics import median
 from typing import NamedTuple
 
 from mcp_server.config import FIELD
@@ -83,7 +84,7 @@ def sampled_prompt_tokens(spec: RunSpec) -> int | None:
 
 def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] | cpu_speed.Load | None = None,
                   running: bool = False, readings: list[cpu_speed.CpuThroughput] | None = None,
-                  keep_for: Path | None = None) -> StepEstimate | None:
+                  keep_for: Path | None = None, calibrated: bool = True) -> StepEstimate | None:
     """Seconds per optimizer step of `spec`'s run on its target; None where the run cannot be planned. On a CPU
     target the machine's readings (`readings`; else the stored probe's when recent, else the machine measured now
     unless `measure` is False: a probe while the run trains measures the run), each slowed to the share of the cores
@@ -95,7 +96,9 @@ def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] |
     load 10-11); the range spans every reading from the least to the largest load average. The readings of a run
     are those its emission stood on (`keep_for`: the run emitted, whose readings are kept), so emission, launch,
     training_status and a stop's wait give one figure at one load (walk 11: 5.2 min at emission, 10.3 min in
-    training_status at the same load, another tool's probe having replaced the stored readings between)."""
+    training_status at the same load, another tool's probe having replaced the stored readings between). The load
+    moves the figure either way (cpu_speed.step_factor), and `calibrated`: the figure and its range are corrected by
+    the steps other runs on this machine measured against their estimates (cpu_speed.ratios; calibrate)."""
     try:
         if not spec.target.cpu:
             speed = plan(spec).speed
@@ -121,7 +124,7 @@ def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] |
     load_ = cpu_speed.as_load(load)
 
     def slowdown(cpu: cpu_speed.CpuThroughput, load_avg: float) -> float:
-        return cpu_speed.slowdown_at_load(cpu, max(load_avg - threads, 0.0) if running else load_avg, load_.cores)
+        return cpu_speed.step_factor(cpu, max(load_avg - threads, 0.0) if running else load_avg, load_.cores)
 
     steps = [(estimate_cpu_step(arch, params, settings, cpu), cpu) for cpu in readings]
     at = sorted(((step, cpu, step.step_s * slowdown(cpu, load_.typical)) for step, cpu in steps),
@@ -132,9 +135,36 @@ def step_estimate(spec: RunSpec, measure: bool = True, load: tuple[float, int] |
     factor = slowdown(cpu, load_.typical)
     low = min(step.step_s * slowdown(c, load_.low) for step, c in steps)
     high = max(step.step_s * slowdown(c, load_.high) for step, c in steps)
+    own = Path(spec.base_dir) if spec.base_dir is not None else None
+    measured = cpu_speed.ratios(params.total, but=own) if calibrated else []
+    model = seconds
+    if measured:  # the runs this machine measured: their median ratio moves the figure, their spread the range
+        seconds, low, high = (seconds * median(measured), low * min(measured), high * max(measured))
     parts = (*split(seconds, [s for s, _ in steps]), step.basis)
-    return StepEstimate(round(seconds, 1), _cpu_text(seconds, low, high, parts, len(readings), load_, threads, factor,
-                                                      running), round(low, 1), round(high, 1))
+    text = _cpu_text(seconds, low, high, parts, len(readings), load_, threads, factor, running)
+    if measured:
+        text += (f"; corrected by the steps {len(measured)} earlier run{'s' if len(measured) != 1 else ''} on this "
+                 f"machine measured: {min(measured):.2f}-{max(measured):.2f}x the model's figure (median "
+                 f"{median(measured):.2f}x; the model alone said {_duration(model)})")
+    return StepEstimate(round(seconds, 1), text, round(low, 1), round(high, 1))
+
+
+def calibrate(run: Run, measured_s: float, load: cpu_speed.Load | None = None) -> float | None:
+    """Keep `run`'s measured step time (its logged steps) over its own estimate at the load now, uncorrected: what
+    the next runs' estimates on this machine are corrected by (walk 12: one run 2.8x over, the next 0.5-0.7x under,
+    nothing learned from the first). `load`: read now when not given. The ratio, None without a CPU estimate."""
+    try:
+        spec = RunSpec.of_run(run)
+        load = load or cpu_speed.load_range()
+        estimate = (step_estimate(spec, measure=False, running=True, calibrated=False, load=load)
+                    if spec.target.cpu else None)
+    except Exception:  # noqa: BLE001 - a status never fails for want of it
+        return None
+    if estimate is None or estimate.step_s <= 0 or measured_s <= 0:
+        return None
+    ratio = measured_s / estimate.step_s
+    cpu_speed.keep_ratio(run.dir, ratio, load.typical, count_params(architecture_of(None, spec.fields)[1]).total)
+    return ratio
 
 
 def split(seconds: float, steps: list) -> tuple[float, float]:
@@ -162,9 +192,10 @@ def _cpu_text(seconds: float, low: float, high: float, parts: tuple, count: int,
               slowdown: float, running: bool) -> str:
     cores = f"{load.cores} core{'s' if load.cores != 1 else ''}"
     others = max(load.typical - threads, 0.0) if running else load.typical
-    at_load = "" if slowdown <= 1 else (f", {slowdown:.1f}x the measured speed's time: at load {load.typical:.0f} "
-                                        f"on {cores} its {threads} thread{'s' if threads != 1 else ''} get about "
-                                        f"{cpu_speed.fair_share(threads, others, load.cores):.0%} of their time")
+    at_load = "" if round(slowdown, 1) == 1 else (
+        f", {slowdown:.1f}x the measured speed's time: at load {load.typical:.0f} on {cores} its {threads} "
+        f"thread{'s' if threads != 1 else ''} get about {cpu_speed.fair_share(threads, others, load.cores):.0%} of "
+        "their time" + (", more than the probe got" if slowdown < 1 else ""))
     loads = (f"load {load.low:.0f} to {load.high:.0f}" if round(load.low) != round(load.high) else
              f"load {load.typical:.0f}")
     readings = f"{count} reading{'s' if count != 1 else ''}"

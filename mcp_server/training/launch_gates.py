@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import psutil
@@ -20,7 +21,7 @@ from mcp_server.inspection.training_inputs import missing_data
 from mcp_server.memory.cpu_vllm import cpu_vllm_problem
 from mcp_server.memory.verdict import validate
 from mcp_server.recipe.runspec import RunSpec
-from mcp_server.reporting import Report, silent
+from mcp_server.reporting import Report, silent, ticking
 from mcp_server.runs import Run, output_outside, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.environment import environment_report
@@ -35,6 +36,9 @@ from mcp_server.worker_targets import CHECK_GATE
 from mcp_server.workspace import WORKSPACE_FOLDERS, runs_root, workspace_folder
 
 
+GATE_TICK_S = 10.0  # while a launch gate runs: a line this often, with its seconds so far
+
+
 def check_gates(run: Run, spec: RunSpec, environment: bool = True,
                 report: Report = silent) -> tuple[list[GateRefusal], dict]:
     """Every gate's answer (all of them, so one call tells everything to fix; the config gate's one-step rehearsal,
@@ -43,7 +47,21 @@ def check_gates(run: Run, spec: RunSpec, environment: bool = True,
     as the launch read it, its target with the launch's server GPUs (so the config is validated on the world the
     launch trains on). `environment=False` for a run that trains elsewhere (a SLURM job): this machine's
     environment is no gate. `report`: one line per gate as it starts (issue 49: a minute of silence)."""
-    report(0, None, "gates: the logs folder and the inspection verdict")
+    gate_of = ["gates", time.monotonic()]  # the gate under way and when it began: what the lines below say
+
+    def began(line: str) -> None:
+        gate_of[:] = [line.split(":", 1)[0], time.monotonic()]
+        report(0, None, line)
+
+    def still(_: float) -> str:  # walk 12: a gate's minute on a busy machine said nothing after its first line
+        return f"{gate_of[0]}: still checking, {time.monotonic() - gate_of[1]:.0f} s in this gate so far"
+
+    with ticking(report, GATE_TICK_S, still):
+        return _gates(run, spec, environment, began)
+
+
+def _gates(run: Run, spec: RunSpec, environment: bool, report) -> tuple[list[GateRefusal], dict]:
+    report("gates: the logs folder and the inspection verdict")
     refusals: list[GateRefusal] = link_refusals(run, spec.values) + workspace_refusals()
     if missing := missing_data(run, spec.values):  # before the verdict's "content changed" (issue 49)
         refusals.append(GateRefusal(gate="config", message=str(missing), how_to_clear="put the data file back where "
@@ -56,13 +74,13 @@ def check_gates(run: Run, spec: RunSpec, environment: bool = True,
     # The rehearsal trains a step (seconds to minutes): only once the cheaper gates above pass, since a launch they
     # refuse starts nothing anyway; the config's rules still run, so one call names every config fix.
     rehearse = not refusals
-    report(0, None, "config: validating it, one training step rehearsed on a miniature of the model" if rehearse
+    report("config: validating it, one training step rehearsed on a miniature of the model" if rehearse
            else "config: validating it (the one-step rehearsal runs once the gates above pass)")
     refusals += _config_refusals(run, spec, rehearse)
     if not environment:
         return refusals, {}
     refusals += cpu_vllm_refusals(spec)
-    report(0, None, "environment: probing the training interpreter (packages, devices, memory)")
+    report("environment: probing the training interpreter (packages, devices, memory)")
     env = environment_report(run, spec)
     if env.verdict == "blocked":
         refusals.append(GateRefusal(

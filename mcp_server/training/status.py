@@ -8,10 +8,9 @@ import stat
 import time
 from pathlib import Path
 
-
 from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, describe_failure, escaped_name, short
-from mcp_server.memory.estimate import step_estimate
+from mcp_server.memory.estimate import calibrate, step_estimate
 from mcp_server.recipe.runspec import RunSpec
 from mcp_server.training.models import (
     HealthFlag,
@@ -31,7 +30,7 @@ from mcp_server.training.runrecord import checkpoints, highest_step, record_note
 from mcp_server.reporting import Report, silent, ticking
 from mcp_server.training.runstate import derive_state, last_progress, log_tail, read_progress
 from mcp_server.training.runlock import await_launch
-from mcp_server.training.stopping import STOP_TICK_S, STOP_WAIT_S, stop_wait
+from mcp_server.training.stopping import STOP_TICK_S, STOP_WAIT_S, stop_wait, stopping_text
 from mcp_server.worker import runs_in_training
 from mcp_server.userfiles import not_regular
 from mcp_server.workspace import atomic_save_figure, linked_out, runs_root
@@ -39,13 +38,8 @@ from mcp_server.diagnosis.diagnose import diagnose
 from mcp_server.diagnosis.rate_applied import rate_note
 from mcp_server.diagnosis.values import FLOAT32_MAX
 
-PLOTTED = (
-    ("reward", "reward"),
-    ("reward_std", "reward std"),
-    ("kl", "KL"),
-    ("entropy", "entropy"),
-    ("completion_mean_length", "completion length"),
-)
+PLOTTED = (("reward", "reward"), ("reward_std", "reward std"), ("kl", "KL"), ("entropy", "entropy"),
+           ("completion_mean_length", "completion length"))
 SPEED_WINDOW = 20  # progress lines used for steps/s
 STEP_TIMES = 9  # the latest step times whose median is the step time
 
@@ -256,9 +250,11 @@ def _steps_take(estimate, max_steps: int | None) -> str:
                             if max_steps else "")
 
 
-def _measured(lines: list[dict], speed: float) -> str:
+def _measured(run: Run, lines: list[dict], speed: float) -> str:
     """What an ETA after the first step stands on: the steps measured, no longer the planner's estimate (walk 11:
-    the estimate said 10.3 min a step, the steps took 8-13 min)."""
+    the estimate said 10.3 min a step, the steps took 8-13 min); kept against the estimate, which the next runs'
+    estimates on this machine are corrected by (estimate.calibrate; walk 12)."""
+    calibrate(run, 1 / speed)
     timed = sum(1 for line in lines[-STEP_TIMES:] if (_seconds(line.get("step_time")) or 0) > 0)  # as _speed
     return f" (the measured {'step time' if timed else 'rate'}: {_duration(1 / speed)} a step, " + (
         f"the median of the last {timed} step{'s' if timed != 1 else ''} logged" if timed else
@@ -339,8 +335,10 @@ def training_status(request: StatusRequest) -> TrainingStatus:
         where = f"step {step}/{max_steps or '?'}" if step is not None else "no step logged yet"
         if step is None and state in ("starting", "running"):
             where = _before_first_step(run, derived, estimate, max_steps)
+        elif state == "stopping":  # what the stop waits for, with its figures (walk 12: none)
+            where += stopping_text(run, record, step, _step_began(run, derived, latest) if step is not None else None)
         message = f"{run.name} {STATE_WORDS.get(state, 'is ' + state)}, {where}" + overdue + (
-            f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") + _measured(lines, speed)
+            f", ETA {eta / 60:.1f} min" + (" for the steps after it" if overdue else "") + _measured(run, lines, speed)
             if eta is not None else "")
     message += launcher_of(derived.record).status_text(derived)
     message += "".join(f"; {problem}" for problem in file_problems(run))

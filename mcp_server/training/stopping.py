@@ -17,7 +17,7 @@ from mcp_server.diagnosis.progress_log import run_progress
 from mcp_server.runs import Run, read_json_if_present
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.models import StopResult
-from mcp_server.training.runrecord import checkpoints, stop_failure, stopped_save
+from mcp_server.training.runrecord import checkpoints, signed_record, stop_failure, stopped_save
 
 STOP_WAIT_S = (120.0, 900.0)  # the default wait for the run's step end: at least, at most
 SAVE_MARGIN_S = 60.0  # beyond the step's expected end: the checkpoint's save
@@ -60,6 +60,39 @@ def stop_wait(run: Run, now: float | None = None) -> tuple[float, float | None]:
         return STOP_WAIT_S[0], step
     wait = max(last + expected - now, 0.0) + 0.5 * expected + SAVE_MARGIN_S
     return min(max(wait, STOP_WAIT_S[0]), STOP_WAIT_S[1]), step
+
+
+def stopping_text(run: Run, record: dict | None, step: int | None, began: float | None,
+                  now: float | None = None) -> str:
+    """What training_status says of a run that is stopping (walk 12: "is stopping, step 2/8" and no figure): the
+    step it waits for, how long that step has run against what a step takes (the run's logged step times, else the
+    planner's figure for a first step), when the step should end with its save, and the stop's own deadline (the
+    wait stop_training announced, kept in the stop request; after it the run still stops by itself)."""
+    now = time.time() if now is None else now
+    which = f"step {step + 1}" if step is not None else "its first step"
+    logged = step_time(run)
+    expected = logged if logged is not None else _planned_step_s(run)
+    said = f"; waiting for {which} to end and its checkpoint to be saved"
+    if began is None:  # its first step: from the trainer's start (this launch's signed record)
+        began = _positive((signed_record(run, run.train_begin, record) or {}).get("time"))
+    if began is not None:
+        running = max(now - began, 0.0)
+        said += f": running for {running:.0f} s"
+        if expected is not None:
+            of = "its steps take up to" if logged is not None else "the planner's estimate"
+            end = max(began + expected - now, 0.0) + SAVE_MARGIN_S
+            said += (f" of about {expected:.0f} s ({of} {expected:.0f} s)" if running <= expected else
+                     f", past the {expected:.0f} s {'its steps take' if logged is not None else 'estimated'}") + (
+                f", expected to end with its save within about {end:.0f} s")
+    request = signed_record(run, run.stop_request, record) or {}  # this launch's request alone
+    asked, wait = _positive(request.get("time")), request.get("wait_s")
+    if asked is not None:
+        wait = wait if _positive(wait) is not None or wait == 0 else stop_wait(run, now=asked)[0]
+        left = asked + wait - now
+        said += (f"; the stop was asked {max(now - asked, 0.0):.0f} s ago and waits at most {wait:.0f} s ("
+                 + (f"{left:.0f} s left" if left > 0 else f"its deadline passed {-left:.0f} s ago")
+                 + "); after it the run still stops by itself at its step end, nothing lost")
+    return said
 
 
 def _planned_step_s(run: Run) -> float | None:

@@ -166,7 +166,7 @@ class LocalLauncher:
             tag = {"launch_id": launch} if launch else {}
             atomic_write_json(run.inside(run.stop_request), sign_run(run, run.stop_request, {
                 "requested_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "time": time.time(), **tag}, create=True))  # this launch's request, never a later one's
+                "time": time.time(), "wait_s": timeout_s, **tag}, create=True))  # this launch's, never a later one's
             asked = True
         except (OSError, UserInputError):  # a full disk, a link: the request cannot be written; only a kill stops it
             asked = False

@@ -315,7 +315,7 @@ def stop_job(run: Run, derived: DerivedState, timeout_s: float, kill: bool = Tru
         return False, False, note or "the job is not active"
     launch = launch_of(run, record)  # this launch's request, never read as a later one's
     atomic_write_json(run.stop_request, sign_run(run, run.stop_request, {"requested_at": _dt.datetime.now(
-        _dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time(), "job_id": job.job_id,
+        _dt.timezone.utc).isoformat(timespec="seconds"), "time": time.time(), "wait_s": timeout_s, "job_id": job.job_id,
         **({"launch_id": launch} if launch else {})}, create=True))
     if job.state in PENDING:  # nothing runs yet: no checkpoint to ask for
         scheduler.cancel(job.job_id)
