@@ -304,3 +304,5 @@ def test_the_findings_of_a_no_signal_run_agree_on_what_fixes_it(tmp_path, case):
             assert not OWN_REMEDY.search(f.explanation.split(" This is an effect of ")[0]), (f.code, f.explanation)
     if case.startswith("nothing paid"):
         assert problems(d)[0].code == "task_never_scores" and {"no_reward_signal", "signal_lost"} <= set(found)
+    if case == "half cut, nothing paid":  # what it measured stays when its own remedy goes
+        assert "50% of the completions are cut" in found["no_reward_signal"].explanation, found["no_reward_signal"]

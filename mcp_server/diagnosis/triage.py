@@ -120,7 +120,7 @@ OWN_REMEDY = re.compile(r"\b(the patch|emit again)\b", re.IGNORECASE)
 
 def without_own_remedy(text: str) -> str:
     """`text` less its sentences that propose the finding's own config change (OWN_REMEDY)."""
-    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", text)
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z0-9])", text)  # "... successes. 50% of the completions ..." too
     return " ".join(s for s in sentences if not OWN_REMEDY.search(s))
 
 
