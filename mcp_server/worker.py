@@ -259,8 +259,7 @@ def handle(request: dict, send, mark: bool = False) -> None:
     def send(message: dict) -> None:  # noqa: F811 - the heartbeat's thread and the call's share the channel
         with lock:
             if mark and ("result" in message or "error" in message):  # the call's stderr comes before it
-                sys.stderr.flush()
-                os.write(2, f"{worker_stderr.MARK}{call_id}\n".encode())
+                worker_stderr.mark(call_id)
             raw_send(message)
 
     def heartbeat() -> None:
