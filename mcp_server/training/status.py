@@ -385,13 +385,15 @@ def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
     wait = request.timeout_s if request.timeout_s is not None else wait
     step = (last_progress(run) or {}).get("step")
     which = f"step {step + 1}" if isinstance(step, int) and not isinstance(step, bool) else "its first step"
+    basis = "as asked" if request.timeout_s is not None else "an estimate"  # walk 13: "at most 147 s", took 473 s
     if wait > 0:  # at once: the wait can be minutes on a CPU (issue 49: 2m49s of silence)
-        report(0, None, f"stopping {run.name}: waiting for {which} to end and its checkpoint to be saved (at most "
-               f"{wait:.0f} s" + (f"; its steps take up to {took:.0f} s" if took else "") + ")")
+        report(0, None, f"stopping {run.name}: waiting for {which} to end and its checkpoint to be saved (up to "
+               f"{wait:.0f} s, {basis}" + (f"; its steps take up to {took:.0f} s" if took else "") + "; after it "
+               "the stop returns and the run still stops by itself at its step end, nothing lost)")
 
     def still(elapsed: float) -> str:  # then a line every STOP_TICK_S (issue 49: 6 minutes without one)
         return (f"stopping {run.name}: still waiting for {which} to end and its checkpoint to be saved, "
-                f"{elapsed:.0f} s of at most {wait:.0f} s")
+                f"{elapsed:.0f} s of up to {wait:.0f} s ({basis})")
 
     with ticking(report, STOP_TICK_S, still):
         return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)
