@@ -437,6 +437,11 @@ def _worker_for(python: str, keyless: bool = False) -> Worker:
         return _workers[(python, keyless)]
 
 
+def started_any() -> bool:
+    """Whether this process has started a worker (the CLI says what it loads before the first one starts)."""
+    return any(w.proc is not None for w in _workers.values())
+
+
 def close_workers() -> None:
     with _workers_lock:
         for worker in _workers.values():
