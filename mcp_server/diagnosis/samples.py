@@ -107,7 +107,7 @@ def _never_scores_lead(ctx: Ctx, steps: int) -> tuple[str, dict]:
     the lead: from the base success the run's review measured where it has one (walk 13: "base success 0: SFT
     first" of a run whose review measured 12% of 16 prompts, about 1.6% of completions, over 4 x 8 completions)."""
     from mcp_server.diagnosis.cut_evidence import completions_per_step
-    from mcp_server.diagnosis.signal import more_generations_patch
+    from mcp_server.diagnosis.success_rate import more_generations_patch
 
     measured = ctx.review_success()
     tell = (" Read a few samples beside their gold answers (sample_completions, then inspect_rewards) to tell them "
@@ -338,9 +338,7 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
         if not ctx.get(FIELD.mask_truncated_completions, False):
             patch = {"mask_truncated_completions": True}
     elif (alike := _cut_scores_alike(ctx)) is not None:  # walk 13: the same diagnosis said the cut is not why
-        fix = (f"{alike}: a longer limit alone would not make them score, so no patch here; fix the cause ranked "
-               "above first, then raise max_completion_length (check memory with plan_memory) or ask for shorter "
-               "replies in the prompt.")
+        fix = alike
     else:
         fix = ("Raise max_completion_length (check memory with plan_memory) and mask truncated completions out of "
                "the loss (the DAPO fix), or ask for shorter reasoning in the prompt.")
@@ -369,7 +367,9 @@ def _cut_scores_alike(ctx: Ctx) -> str | None:
     if cut is None or cut.verdict != "alike":
         return None
     return (f"The about {cut.uncut} completion(s) that ended scored the same as the cut ones (every completion at "
-            f"{cut.uncut_reward:.3g}, reward_std 0): the cut is not why they score alike")
+            f"{cut.uncut_reward:.3g}, reward_std 0): the cut is not why they score alike: a longer limit alone would "
+            "not make them score, so no patch here; fix the cause ranked above first, then raise "
+            "max_completion_length (check memory with plan_memory) or ask for shorter replies in the prompt.")
 
 
 def rule_length_collapse(ctx: Ctx) -> list[DiagnosisFinding]:
