@@ -110,17 +110,25 @@ def _reader_gone() -> int:
 LOADING = ("llm-finetuning: loading torch, transformers and TRL in the training interpreter ({python}) to check the "
            "config against the installed TRL: about a minute the first time in a fresh environment or on a busy "
            "machine; the next commands within 10 minutes reuse it...")
+# Said where this command's own worker starts for work that imports them (sampling, evaluation, export; walk 13:
+# sample-completions was silent 15-28 s, its first line a datasets progress bar).
+LOADING_HERE = ("llm-finetuning: starting the training interpreter ({python}) for this command; it loads torch, "
+                "transformers and TRL as its work needs them: up to about a minute on a busy machine...")
 _loading = {"said": False, "quiet": False}
 
 
-def _say_loading(python: str) -> None:
+def _say_loading(python: str, text: str = LOADING) -> None:
     if not (_loading["said"] or _loading["quiet"]):
         _loading["said"] = True
-        print(LOADING.format(python=python), file=sys.stderr, flush=True)
+        print(text.format(python=python), file=sys.stderr, flush=True)
 
 
 def _route(python: str, target: str, args: tuple, kwargs: dict, report) -> tuple[bool, object]:
     if target not in DAEMON_TARGETS:
+        from mcp_server import worker
+
+        if "trl" not in sys.modules and not worker.started_any():
+            _say_loading(python, LOADING_HERE)
         return False, None
     from mcp_server import worker_daemon
 

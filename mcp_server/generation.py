@@ -143,9 +143,14 @@ class DecodeProgress:
             self.first = (now, ran)
             if self.loaded_at is None or ran <= 0 or to_run <= 0:
                 return past
-            # the first step's time (with the prompt's prefill: more than a step) for each step that may run
-            left = to_run * (now - self.loaded_at) / ran
-            return f"; about {'1 s' if left < 1 else duration(left)} left at the first step's speed{past}"
+            # never the first step's time for each step to come: it holds the prompts' prefill (walk 13: "about 45
+            # min left at the first step's speed", then "about 9 min" from the next steps; it took 9.1 min)
+            first = f" (the prompts' prefill with it: {duration(now - self.loaded_at)})"
+            if not self.planned_step_s:
+                return f"{first}; the time left follows from the next steps' speed{past}"
+            left = to_run * self.planned_step_s
+            return (f"{first}; about {'1 s' if left < 1 else duration(left)} left at the plan's decode step, until "
+                    f"the next steps' speed replaces it{past}")
         elapsed, steps = now - self.first[0], ran - self.first[1]
         if steps <= 0 or elapsed <= 0:
             return past

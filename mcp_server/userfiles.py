@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from mcp_server.errors import UserInputError, short
+from mcp_server.errors import CLOSE_NAMES, UserInputError, closest_names, did_you_mean, short
 
 # libyaml's safe loader when PyYAML has it: the same YAML, faster, and a too-deep file fails at once (the pure-Python
 # loader takes seconds to reach its RecursionError on 5,000 nested brackets).
@@ -158,7 +158,22 @@ def read_bytes(path: str | Path, field: str) -> bytes:
     except NotRegularFile as exc:
         raise UserInputError(field, str(exc)) from None
     except OSError as exc:
-        raise UserInputError(field, f"cannot read {short(path)}: {exc.strerror or exc}") from None
+        nearby = _files_nearby(path) if exc.errno == errno.ENOENT else ""
+        raise UserInputError(field, f"cannot read {short(path)}: {exc.strerror or exc}"
+                             + (f".{nearby}" if nearby else "")) from None
+
+
+def _files_nearby(path: str | Path) -> str:
+    """" Did you mean 'rewards.json'?" for a missing file whose folder holds files of a near name (walk 13:
+    `--graders @rewardz.json` said only "No such file or directory"); "" else."""
+    path = Path(path)
+    try:
+        with os.scandir(path.parent) as entries:
+            names = [e.name for _, e in zip(range(CLOSE_NAMES), entries) if e.is_file()]
+    except OSError:
+        return ""
+    return did_you_mean([n if path.parent == Path(".") else str(path.with_name(n))
+                         for n in closest_names(path.name, names)])
 
 
 def decode(data: bytes, path: str | Path, field: str) -> str:

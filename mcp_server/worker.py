@@ -17,7 +17,6 @@ mcp_server.worker_daemon, which speaks the same lines over a unix socket).
 
 from __future__ import annotations
 
-import collections
 import functools
 import importlib
 import inspect
@@ -32,19 +31,10 @@ import threading
 import traceback
 from pathlib import Path
 
-from mcp_server import worker_apart, worker_keyless, worker_targets
+from mcp_server import worker_apart, worker_keyless, worker_stderr, worker_targets
 from mcp_server.errors import UserInputError, one_line
-from mcp_server.interpreter import (
-    HOW_TO_GET_ONE,
-    broken_companions,
-    companions_problem,
-    PRIVATE_CACHES,
-    SCRATCH,
-    is_this_python,
-    keep_caches_private,
-    require_training_python,
-    training_env,
-)
+from mcp_server.interpreter import (HOW_TO_GET_ONE, PRIVATE_CACHES, SCRATCH, broken_companions, companions_problem,
+                                    is_this_python, keep_caches_private, require_training_python, training_env)
 from mcp_server.reporting import Report, silent
 from mcp_server.runs import Run
 from mcp_server.workspace import current_directory, workspace_root
@@ -259,15 +249,17 @@ def _error(error: dict, target: str, python: str) -> BaseException:
                                     f"interpreter {python})\n{error['traceback']}")
 
 
-def handle(request: dict, send) -> None:
+def handle(request: dict, send, mark: bool = False) -> None:
     """Run one request here (the worker's side) and send its progress, a heartbeat every HEARTBEAT_S seconds
-    while it runs, and its answer."""
+    while it runs, and its answer (after worker_stderr.MARK on stderr when `mark`: the caller waits for it)."""
     call_id = request["id"]
     lock, finished = threading.Lock(), threading.Event()
     raw_send = send
 
     def send(message: dict) -> None:  # noqa: F811 - the heartbeat's thread and the call's share the channel
         with lock:
+            if mark and ("result" in message or "error" in message):  # the call's stderr comes before it
+                worker_stderr.mark(call_id)
             raw_send(message)
 
     def heartbeat() -> None:
@@ -316,7 +308,7 @@ class Worker:
         self.started: worker_apart.Started | None = None
         self.lock = threading.Lock()
         self.ids = itertools.count(1)
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=30)
+        self.stderr = worker_stderr.StderrCopy()  # its tail explains a death
         self.lines: queue.Queue[str] = queue.Queue()
 
     def _start(self) -> None:
@@ -326,7 +318,6 @@ class Worker:
         if self.keyless:  # no evidence key readable there (worker_keyless)
             env[worker_keyless.FLAG] = "1"
             self.hidden = worker_keyless.key_files()
-        self.stderr_tail.clear()
         try:
             self.started = worker_apart.start(  # apart: the code it imports cannot reach this process
                 [self.python, "-m", "mcp_server.worker"], worker_keyless.bwrap_args(self.hidden),
@@ -337,7 +328,7 @@ class Worker:
         except OSError as exc:
             raise UserInputError("LLM_FINETUNING_PYTHON", f"cannot start the training interpreter {self.python}: "
                                  f"{exc}; {HOW_TO_GET_ONE}") from None
-        threading.Thread(target=self._pump_stderr, args=(self.proc,), daemon=True).start()
+        self.stderr.start(self.proc)
         self.lines = queue.Queue()
         threading.Thread(target=self._pump_stdout, args=(self.proc, self.lines), daemon=True).start()
 
@@ -377,21 +368,16 @@ class Worker:
             f"heartbeat): it was stopped, and the next call starts it again. A Python that does not run "
             f"`-m mcp_server.worker` answers nothing; {HOW_TO_GET_ONE}"))
 
-    def _pump_stderr(self, proc: subprocess.Popen) -> None:
-        """The worker's warnings and logs go to our stderr (the harness's log); the tail explains a death."""
-        for line in proc.stderr:
-            self.stderr_tail.append(line.rstrip("\n"))
-            sys.stderr.write(line)
-
     def _died(self, target: str) -> UserInputError:
         try:
             code = self.proc.wait(timeout=DIED_WAIT_S)
         except subprocess.TimeoutExpired:  # its input failed while it runs: stopped, never waited on without end
             self.started.kill()
             code = self.proc.wait()
+        self.stderr.ended()  # its last lines copied and in the tail
         self.started.kill()  # what it left in its namespace ends with it
         self.proc = None
-        tail = "\n".join(self.stderr_tail)[-1500:]
+        tail = "\n".join(self.stderr.tail)[-1500:]
         return UserInputError(
             "LLM_FINETUNING_PYTHON",
             f"the training interpreter {self.python} exited (code {code}) during {target}: {tail or 'no output'}. "
@@ -421,6 +407,8 @@ class Worker:
             except KeyboardInterrupt:
                 self.started.interrupt()
                 raise
+            finally:
+                self.stderr.copied(call_id)
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -447,6 +435,11 @@ def _worker_for(python: str, keyless: bool = False) -> Worker:
         if (python, keyless) not in _workers:
             _workers[(python, keyless)] = Worker(python, keyless)
         return _workers[(python, keyless)]
+
+
+def started_any() -> bool:
+    """Whether this process has started a worker (the CLI says what it loads before the first one starts)."""
+    return any(w.proc is not None for w in _workers.values())
 
 
 def close_workers() -> None:
@@ -491,7 +484,7 @@ def serve() -> None:
 
     for line in sys.stdin:
         if line.strip():
-            handle(json.loads(line), send)
+            handle(json.loads(line), send, mark=True)
 
 
 if __name__ == "__main__":  # the module's own copy serves, so what code registers on it (BEFORE_EACH_CALL) is seen

@@ -25,8 +25,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mcp_server"
 # Lowest first. A module belongs to the floor of its longest matching prefix; a new module must be placed here.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("errors", "evidence", "inputs", "reporting", "interpreter", "worker", "worker_apart", "worker_targets",
-                "worker_daemon", "worker_keyless", "workspace", "userfiles", "runs", "tiny", "smollm2", "smollm2_task",
-                "model_ref", "dataset", "gpus", "toolspec", "generation", "kernel_sets",
+                "worker_stderr", "worker_daemon", "worker_keyless", "workspace", "userfiles", "runs", "tiny", "smollm2",
+                "smollm2_task", "model_ref", "dataset", "gpus", "toolspec", "generation", "kernel_sets",
                 "config")),  # config: the GRPO config's one home (its typed view and TRL's defaults)
     ("rewards", ("rewards",)),
     ("agentic", ("agentic",)),  # environments and tools for agentic GRPO (TRL environment_factory, tools)

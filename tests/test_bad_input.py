@@ -90,6 +90,9 @@ def alias_bomb(levels: int) -> str:
     (["emit-config", "--request", "[1,2]"], "--request: expected a JSON object of the request's fields, got list"),
     (["emit-config", "--request", "@{bad}/utf16.json"], "utf16.json is not UTF-8 text"),
     (["emit-config", "--request", "@{bad}/deep.json"], "deep.json nests JSON too deeply to read"),
+    # walk 13: `--graders @rewardz.json` said only "No such file or directory"
+    (["emit-config", "--request", "@{bad}/utf61.json"], "utf61.json: No such file or directory. Did you mean "
+                                                        "'{bad}/utf16.json'"),
     (["emit-config", "--model", "tiny", "--dataset", "", "--gpu", "cpu"], "dataset: empty"),
     (["emit-config", "--model", "tiny", "--dataset", "/dev/zero", "--gpu", "cpu"],
      "dataset: /dev/zero is not a regular file or a directory"),

@@ -306,3 +306,71 @@ def test_the_findings_of_a_no_signal_run_agree_on_what_fixes_it(tmp_path, case):
         assert problems(d)[0].code == "task_never_scores" and {"no_reward_signal", "signal_lost"} <= set(found)
     if case == "half cut, nothing paid":  # what it measured stays when its own remedy goes
         assert "50% of the completions are cut" in found["no_reward_signal"].explanation, found["no_reward_signal"]
+
+
+# ---------------------------------------------------------------- walk 13: the findings agree with the run's review
+def _walk13_rows(steps: int = 4) -> list[dict]:
+    """Walk 13's 24h->12h run: one reward at 0 at every step, no spread, no gradient, most completions cut."""
+    rows = [{k: v for k, v in row.items() if not k.startswith("rewards/")} for row in healthy_rows(steps)]
+    rows = with_series(rows, "rewards/time12_reward/mean", [0.0] * steps)
+    rows = with_series(rows, "rewards/time12_reward/std", [0.0] * steps)
+    rows = with_series(with_series(_no_signal(rows), "reward", [0.0] * steps), "grad_norm", [0.0] * steps)
+    rows = with_series(rows, "learning_rate", [5e-4] * steps)
+    return with_series(rows, "completions/clipped_ratio", ([0.875, 0.75, 0.625, 0.5] * steps)[:steps])
+
+
+def _diagnose_reviewed(tmp_path, rows, review: dict | None):
+    """diagnose_run on a run folder whose inspection review measured `review` (InspectResult's fields)."""
+    from mcp_server.diagnosis.diagnose import diagnose_run
+    from mcp_server.diagnosis.models import DiagnoseRequest
+
+    run = tmp_path / "run"
+    (run / "train" / "logs").mkdir(parents=True)
+    (run / "inspection").mkdir()
+    config = {**SERIES_CONFIG, "learning_rate": 5e-4, "use_peft": True, "num_generations": 8,
+              "max_completion_length": 16}
+    (run / "train" / "config.yaml").write_text(yaml.safe_dump(config))
+    if review is not None:
+        (run / "inspection" / "review.json").write_text(json.dumps({"result": review, "reviewed_ids": []}))
+    state = series_file(run / "train" / "logs", rows)
+    return diagnose_run(DiagnoseRequest(source=str(state), config_path=str(run / "train" / "config.yaml"),
+                                        validate_patches=False))
+
+
+WALK13_REVIEWS = {  # review, steps: the lead task_never_scores names, whether it carries the sampling patch
+    "walk 13: 12% of 16 prompts, 1.6% of completions, 4 x 8 completions": (
+        {"base_success_rate": 0.125, "mean_success_rate": 0.015625, "rate_prompts": 16}, 4,
+        "too few completions to meet a rare success", True),
+    "the same rate over 40 steps: a zero it does not predict": (
+        {"base_success_rate": 0.125, "mean_success_rate": 0.015625, "rate_prompts": 16}, 40,
+        "what training scores differs from what the review scored", False),
+    "a review that measured 0": ({"base_success_rate": 0.0, "mean_success_rate": 0.0, "rate_prompts": 16}, 4,
+                                 "the review measured base success 0 of 16 prompts", False),
+    "no review": (None, 4, "base success 0", False),
+}
+
+
+@pytest.mark.parametrize("case", list(WALK13_REVIEWS))
+def test_a_run_that_never_scores_is_read_against_its_review_and_its_findings_agree(tmp_path, case):
+    """Walk 13: task_never_scores said "base success 0: SFT first" of a run whose review measured 12% of 16 prompts
+    (1.6% of completions: 4 steps x 8 completions pay none at 60% chance); completions_truncated offered a longer
+    limit after the same diagnosis said "the cut is not why they score alike"; lr_out_of_range, "a note, not a
+    symptom", said "RL updates at supervised rates destroy the policy" and carried a patch."""
+    review, steps, lead, patched = WALK13_REVIEWS[case]
+    d = _diagnose_reviewed(tmp_path, _walk13_rows(steps), review)
+    found = {f.code: f for f in d.findings}
+    root = problems(d)[0]
+    assert root.code == "task_never_scores", [(f.code, f.caused_by) for f in d.findings]
+    assert lead in root.explanation, root.explanation
+    assert ("base success 0" in root.explanation) == (review is None or review["base_success_rate"] == 0)
+    assert bool(root.patch) == patched and (root.patch.get("num_generations") == 16 if patched else True), root.patch
+    assert ("No config change fixes" in root.explanation) == (not patched and lead != WALK13_REVIEWS["the same "
+                                                               "rate over 40 steps: a zero it does not predict"][2])
+    effect = found["no_reward_signal"]
+    assert effect.caused_by == "task_never_scores" and effect.patch == {}
+    assert ("its patch is the fix" in effect.explanation) == patched, effect.explanation
+    said_not_cut = [f.code for f in d.findings if "the cut is not why they score alike" in f.explanation]
+    if said_not_cut:  # no finding then lengthens completions
+        assert not any("max_completion_length" in f.patch for f in d.findings), [(f.code, f.patch) for f in d.findings]
+    rate = found["lr_out_of_range"]
+    assert rate.severity == "info" and rate.patch == {} and "destroy" not in rate.explanation, rate

@@ -87,10 +87,14 @@ rows(("divergence_patch", "learning_rate"), "loss NaN from step 9", "nan_loss",
 rows(("rule_kl", "beta"), "kl Infinity", "kl_explosion",
      ({"beta": 0.001}, 0.002), ({"beta": 0.04}, 0.08), ({"beta": 0.05}, 0.1), ({"beta": 0.06}, 0.1),
      ({"beta": 0.1}, NONE), ({"beta": 0.2}, NONE))
+# walk 13: above the range on a healthy run is a note, and a note carries no patch; below it, the recipe's rate
 rows(("rule_learning_rate", "learning_rate"), "a learning rate above the range on a healthy run", "lr_out_of_range",
-     ({"learning_rate": 3e-5}, RATE), ({"learning_rate": 1.01e-5}, RATE), ({"learning_rate": 1e-5}, NONE),
+     ({"learning_rate": 3e-5}, NONE), ({"learning_rate": 1.01e-5}, NONE), ({"learning_rate": 1e-5}, NONE),
      ({"learning_rate": 1e-7}, NONE), ({"learning_rate": 9e-8}, RATE),
-     ({"use_peft": True, "learning_rate": 5e-3}, LORA), ({"use_peft": True, "learning_rate": 2e-4}, NONE))
+     ({"use_peft": True, "learning_rate": 5e-3}, NONE), ({"use_peft": True, "learning_rate": 2e-4}, NONE))
+# a far rate with a symptom it causes: promoted to a warning, with the recipe's rate
+rows(("promote_far_rate", "learning_rate"), "completions cut more and more", "lr_out_of_range",
+     ({"learning_rate": 3e-3}, RATE), ({"use_peft": True, "learning_rate": 5e-2}, LORA))
 rows(("rule_importance_ratio", "steps_per_generation"), "a third of the tokens clipped", "importance_ratio_blowup",
      ({"steps_per_generation": 8}, 1), ({**CLIP_HIGHER, "steps_per_generation": 8}, 4),
      ({**CLIP_HIGHER, "steps_per_generation": 3}, 2), ({**CLIP_HIGHER, "steps_per_generation": 2}, NONE),

@@ -17,6 +17,7 @@ import pytest
 from conftest import checkout_env
 from support import emit_run
 
+from mcp_server.generation import DecodeProgress
 from mcp_server.memory import cpu_speed
 from mcp_server.memory.estimate import step_estimate
 from mcp_server.inspection.sampling_plan import Progress, finished_line, model_size, sampling_plan
@@ -87,13 +88,22 @@ def test_sampling_revises_its_figure_from_the_first_step_and_says_when_the_plan_
     progress.loaded()
     time.sleep(0.01)
     progress.step(0, 1)
-    assert re.search(r"token 1 of up to 8; about \d+ s left at the first step's speed", lines[-1]), lines
+    # walk 13: the first step holds the prefill, so it is never extrapolated ("about 45 min left", then 9 min)
+    assert re.search(r"token 1 of up to 8 \(the prompts' prefill with it: [\d.]+ m?s\); about [\d.]+ m?s left at "
+                     r"the plan's decode step, until the next steps' speed replaces it", lines[-1]), lines
+    assert "first step's speed" not in lines[-1]
+    unplanned = DecodeProgress(lambda done, total, message: lines.append(message), 4, 1, 8)
+    unplanned.loaded()
+    unplanned.step(0, 1)
+    assert lines[-1].endswith("token 1 of up to 8 (the prompts' prefill with it: 0 s); the time left follows from "
+                              "the next steps' speed"), lines[-1]
     progress.plan = {**plan, "estimated_seconds_at_most": 0.0}  # a plan the machine has broken
     time.sleep(0.01)
     progress.step(0, 2)
     assert re.search(r"past the plan's 0 s \(planned at load 16, load \d+ on \d+ cores? now\)", lines[-1]), lines
     done = finished_line(plan, progress, 5.0)
-    assert re.search(r"generated 8 completions in 5.0 s \(-?[\d.]+ s loading the model, [\d.]+ s decoding; within "
+    assert "(0.0 s loading the model" in finished_line(plan, progress, 0.0)  # walk 13: "(-0.0 s loading"
+    assert re.search(r"generated 8 completions in 5.0 s \([\d.]+ s loading the model, [\d.]+ s decoding; within "
                      r"the plan's at most [\d.]+ s for decoding at load 16\)", done), done
 
 

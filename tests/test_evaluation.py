@@ -356,7 +356,8 @@ def test_changed_goldens_are_refused(workspace, tiny_model, good_model, small_ta
 
 
 @pytest.mark.slow
-def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, worse_model, good_model, small_task):
+def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, worse_model, good_model, small_task,
+                                                                monkeypatch):
     goldens, _ = small_task
     evaluate_model(EvaluateRequest(model="tiny", goldens=str(goldens), max_new_tokens=MAX_NEW))  # baseline 0%
     run = make_run(workspace, "better", "tiny", good_model)
@@ -366,8 +367,15 @@ def test_better_checkpoint_is_promoted_then_exported_round_trip(workspace, worse
     assert result.p_value < 0.05 and result.drift.ok
     assert any(r.startswith("graders replayed") and "the same scores" in r for r in result.reasons)  # honest graders
 
-    exported = export_model(ExportRequest(run=str(run)))
+    from mcp_server.evaluation import export as export_module
+
+    monkeypatch.setattr(export_module, "WAIT_TICK_S", 0.001)  # the cadence, not its length (10 s shipped)
+    said: list[str] = []
+    exported = export_model(ExportRequest(run=str(run)), report=lambda done, total, message: said.append(message))
     assert exported.smoke_identical and exported.promotion_verdict == "PROMOTE" and not exported.merged_lora
+    # walk 13: "greedy outputs of the checkpoint on 4 goldens", then 96 s without a line
+    assert any(line.startswith("greedy outputs of the checkpoint on ") and line.endswith(" s so far")
+               for line in said), said[:8]
     export_dir = Path(exported.export_dir)
     assert {"model.safetensors", "config.json", "tokenizer.json", "README.md"} <= set(exported.files)
     card = (export_dir / "README.md").read_text()

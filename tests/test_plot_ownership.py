@@ -96,17 +96,22 @@ def test_the_read_only_server_draws_no_plot_and_says_so(workspace):
 
 
 @pytest.mark.slow
-def test_the_plot_ticks_whole_steps(workspace):
-    """Walk 9: three logged steps drew x ticks at 1.25 and 1.75. The ticks are whole steps; the plot carries the
-    ticks it drew as text (a PNG Comment), read here through the CLI's plot."""
+@pytest.mark.parametrize("logged", [3, 1])
+def test_the_plot_ticks_whole_steps(workspace, logged):
+    """Walk 9: three logged steps drew x ticks at 1.25 and 1.75; walk 13: one step drew an axis from 0.945 to 1.05.
+    The ticks are whole steps and so are the axis's ends; the plot carries the ticks and the axis it drew as text
+    (a PNG Comment), read here through the CLI's plot."""
     from PIL import Image
 
     run = workspace / "runs" / "2026-01-03-three"
     (run / "train" / "logs").mkdir(parents=True)
-    write_signed_lines(run / "train" / "logs" / "progress.jsonl", ROWS[:3])
+    write_signed_lines(run / "train" / "logs" / "progress.jsonl", ROWS[:logged])
     proc, status = run_cli_json("training-status", str(run), "--plot", env={"LLM_FINETUNING_WORKSPACE": str(workspace)})
     assert status["plot_path"] == str(run / "progress.png"), proc.stderr
     with Image.open(run / "progress.png") as image:
         comment = image.text["Comment"]
-    ticks = [float(t) for t in comment.removeprefix("step ticks: ").split(", ")]
-    assert ticks == [1.0, 2.0, 3.0], comment
+    shown, _, axis = comment.removeprefix("step ticks: ").partition("; axis ")
+    ticks = [float(t) for t in shown.split(", ")]
+    assert ticks == ([1.0, 2.0, 3.0] if logged == 3 else [0.0, 1.0, 2.0]), comment
+    if logged == 1:
+        assert axis == "0 to 2", comment

@@ -181,7 +181,8 @@ def test_a_stop_by_default_waits_for_the_step_its_logs_show(workspace):
         # one line before the wait (issue 49: 2m49s of silence): the step waited for and the longest wait; then the
         # result on stdout
         lines = stop_proc.stderr.splitlines()
-        assert lines and f"waiting for step {step + 1} to end" in lines[0] and "at most 120 s" in lines[0], lines
+        assert lines and f"waiting for step {step + 1} to end" in lines[0], lines
+        assert "up to 120 s, an estimate" in lines[0], lines
         assert "its steps take up to 3 s" in lines[0] and "checkpoint saved" in stop_proc.stdout, stop_proc.stdout
         stop_proc, stop = run_cli_json("stop-training", str(run_dir), here=True, env=env)
         assert stop_proc.returncode == 0 and not stop["killed"] and stop["state"] == "stopped", stop
@@ -295,8 +296,10 @@ def test_a_long_stop_says_every_half_minute_that_it_is_still_waiting(workspace, 
                                                                                         stop_proc.stderr)
         lines = stop_proc.stderr.splitlines()
         still = [line for line in lines if "still waiting for its first step to end" in line]
-        assert still and re.search(r", (\d+) s of at most 120 s", still[0]), lines
-        assert int(re.search(r", (\d+) s of at most", still[0]).group(1)) >= TICK_S, still
+        assert still and re.search(r", (\d+) s of up to 120 s \(an estimate\)", still[0]), lines
+        assert int(re.search(r", (\d+) s of up to", still[0]).group(1)) >= TICK_S, still
+        # walk 13: "at most 147 s" of a step that took 473 s: the wait is an estimate, and what follows it is said
+        assert "after it the stop returns and the run still stops by itself at its step end" in lines[0], lines
         assert "still waiting" not in stop_proc.stdout and "stopped at step 1" in stop_proc.stdout
     finally:
         end(proc)

@@ -391,6 +391,8 @@ def test_a_patched_resume_moves_the_pins_it_changes_and_records_the_patch(ddp):
     run_dir, patch, resumed = ddp.run_dir, ddp.patch, ddp.resumed
     assert resumed.resumed_from == ddp.stopped.checkpoint, resumed.message
     assert "--resume_from_checkpoint" in resumed.command and "2" in resumed.command
+    # walk 13: a resume said no step figure (a launch says its first step's)
+    assert "; next step expected about " in resumed.message, resumed.message
     assert yaml.safe_load((run_dir / "train" / "config.yaml").read_text()) == {**ddp.launched_config, **patch}
     verdict = json.loads((run_dir / "inspection" / "verdict.json").read_text())
     assert verdict["pin_updates"][-1]["patch"] == patch and verdict["pin_updates"][-1]["pins"] == ["sampling"]

@@ -288,3 +288,32 @@ def test_a_reward_edited_between_two_calls_of_one_server_scores_with_its_new_cod
     assert len({sha for _, sha in reviews}) == 3, reviews  # each review hashed the code that scored it
     fresh = inspect_rewards(InspectRequest(run=str(run_dir)))  # this process never imported them: the files now
     assert fresh.reward_code_sha256 == reviews[-1][1]
+
+
+@pytest.mark.slow
+def test_a_command_whose_own_worker_loads_trl_says_so_before_it_starts(tmp_path, tiny_model):
+    """Walk 13: sample-completions was silent for 15-28 s, its first line a blank `datasets` progress bar, though
+    the README says the first command needing TRL says at once what it loads. A command whose work runs in its own
+    worker (evaluation here, as sampling, promotion and export) says it before that interpreter runs anything (the
+    interpreter waits for a file the test writes only once the line is read: by order, never by time)."""
+    gate = tmp_path / "go"
+    python = wrapper_python(tmp_path / "env", f'#!/bin/sh\nwhile [ ! -e "{gate}" ]; do sleep 0.1; done\n'
+                                              f'exec "{sys.executable}" "$@"\n')
+    goldens = tmp_path / "goldens.jsonl"
+    goldens.write_text("".join(json.dumps({"prompt": f"Say {i}.", "answer": str(i)}) + "\n" for i in range(2)))
+    env = checkout_env({"LLM_FINETUNING_WORKSPACE": str(tmp_path), "LLM_FINETUNING_PYTHON": str(python)})
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_server.cli", "evaluate-model", "tiny", "--goldens",
+                             str(goldens), "--max-new-tokens", "4"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = []
+        reader = threading.Thread(target=lambda: first.append(proc.stderr.readline()), daemon=True)
+        reader.start()
+        reader.join(WAIT_S)
+        assert first and first[0].startswith("llm-finetuning: starting the training interpreter"), first
+        assert str(python) in first[0] and "torch, transformers and TRL" in first[0], first
+    finally:
+        gate.touch()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()

@@ -113,6 +113,10 @@ def significant_change(points: list[tuple[int, float]]) -> float:
 BASE_CUT = 0.5
 
 
+def _share(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+
+
 class Ctx:
     """The run plus derived facts several rules share."""
 
@@ -132,6 +136,18 @@ class Ctx:
         if not isinstance(cut, int) or not isinstance(ids, list) or not ids:
             return ""
         return f"; the review measured {cut / len(ids):.0%} ({cut} of {len(ids)}) before training"
+
+    def review_success(self) -> tuple[float, float | None, int | None] | None:
+        """(base success: the share of prompts with a paid completion, the share of completions paid, prompts) as
+        the run's inspection review measured them before training; None when it has none (walk 13: diagnose-run
+        said "base success 0" of a run whose review measured 12% of 16 prompts)."""
+        review = read_json_if_present(self.run.home.review) if self.run.home is not None else None
+        result = review.get("result") if isinstance(review, dict) else None
+        result = result if isinstance(result, dict) else {}
+        base, paid, prompts = (result.get(k) for k in ("base_success_rate", "mean_success_rate", "rate_prompts"))
+        if not _share(base):
+            return None
+        return float(base), float(paid) if _share(paid) else None, prompts if isinstance(prompts, int) else None
 
     def get(self, key: str, fallback=None):
         """The config's value, else the installed TRL's default (the generated table's when no training

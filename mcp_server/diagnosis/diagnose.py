@@ -58,7 +58,9 @@ def promote_far_rate(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:
     if explained:
         rate.severity = "warning"
         rate.explanation += (f" It is far above the range, and the run shows {', '.join(sorted(set(explained)))}, "
-                             "which such a rate causes: treat the rate first, whatever the metrics look like so far.")
+                             "which such a rate causes: treat the rate first, whatever the metrics look like so far. "
+                             "RL updates at supervised rates destroy the policy; the patch sets the recipe's rate.")
+        rate.patch = {FIELD.learning_rate: ctx.recipe_lr()}  # a note carries none (divergence.rule_learning_rate)
 
 
 def judge_patches(ctx: Ctx, findings: list[DiagnosisFinding]) -> None:

@@ -64,6 +64,10 @@ def rule_learning_rate(ctx: Ctx) -> list[DiagnosisFinding]:
         what = ("and the run diverged" if ctx.diverged else f"and {'; '.join(away)}" if away else
                 "but no divergence, KL, entropy or length change it would cause is logged: a note, not a symptom "
                 "(a small model or training from scratch can need it); lower it if a divergence finding appears")
+        if severity == "info":  # a note carries no alarm and no patch (walk 13: "a note, not a symptom" with both)
+            return [finding("lr_out_of_range", severity, [evidence],
+                            f"learning_rate={lr:g} is above GRPO's settled range for {mode} fine-tuning "
+                            f"({low:g}-{high:g}), {what} (the recipe's rate is {recipe:g}).")]
         return [finding("lr_out_of_range", severity, [evidence],
                         f"learning_rate={lr:g} is above GRPO's settled range for {mode} fine-tuning "
                         f"({low:g}-{high:g}), "

@@ -88,16 +88,54 @@ def _task_never_scores(ctx: Ctx, never: list[str], task: list[str]) -> Diagnosis
     format_ok = (f" while {', '.join(_name(k) for k, _ in scoring)} scores "
                  f"({max(v for _, v in scoring):.0%} at best): the completions have the shape the rewards ask for, "
                  "so the answer inside is what never matches" if scoring else "")
+    steps = ctx.run.rows[-1]["step"] if ctx.run.rows else 0
+    lead, patch = _never_scores_lead(ctx, steps)
     return finding("task_never_scores", "error", evidence,
                    f"{names} is exactly 0 at every one of the {len(ctx.series(never[0]))} logs, from the first"
                    f"{format_ok}. No completion was ever judged right, so every group has the same task reward and "
-                   "GRPO has nothing to reinforce. The likely causes, in order: (1) the model cannot solve any "
-                   "prompt (base success 0): SFT on worked solutions first, until the base success rate is above "
-                   "zero (inspect_rewards reports it), then GRPO; (2) the reward never matches a right answer: its "
-                   "answer extraction reads another format than the model writes, or the answer column is wrong, "
-                   "empty or in another form (e.g. '#### 42' against '42'). Read a few samples beside their gold "
-                   "answers (sample_completions, then inspect_rewards) to tell them apart. No config change fixes "
-                   "either: more generations or steps spend compute on a reward that never pays.")
+                   "GRPO has nothing to reinforce. " + lead, patch)
+
+
+REWARD_READING = ("the reward never matches a right answer: its answer extraction reads another format than the "
+                  "model writes, or the answer column is wrong, empty or in another form (e.g. '#### 42' against "
+                  "'42')")
+RARE = 0.05  # no paid completion at least this likely at the review's rate: the zero is what that rate predicts
+
+
+def _never_scores_lead(ctx: Ctx, steps: int) -> tuple[str, dict]:
+    """The likely causes of a task reward at 0 from the first log, in order, and the patch where sampling more is
+    the lead: from the base success the run's review measured where it has one (walk 13: "base success 0: SFT
+    first" of a run whose review measured 12% of 16 prompts, about 1.6% of completions, over 4 x 8 completions)."""
+    from mcp_server.diagnosis.cut_evidence import completions_per_step
+    from mcp_server.diagnosis.success_rate import more_generations_patch
+
+    measured = ctx.review_success()
+    tell = (" Read a few samples beside their gold answers (sample_completions, then inspect_rewards) to tell them "
+            "apart.")
+    none_fixes = " No config change fixes either: more generations or steps spend compute on a reward that never pays."
+    if measured is None or measured[0] == 0:
+        base = ("base success 0" if measured is None else
+                f"the review measured base success 0{'' if measured[2] is None else f' of {measured[2]} prompts'}")
+        return ("The likely causes, in order: (1) the model cannot solve any prompt (" + base + "): SFT on worked "
+                "solutions first, until the base success rate is above zero (inspect_rewards reports it), then "
+                f"GRPO; (2) {REWARD_READING}.{tell}{none_fixes}"), {}
+    base, paid, prompts = measured
+    said = (f"The review measured a base success of {base:.0%}" + (f" of {prompts} prompts" if prompts else "")
+            + (f" ({paid:.1%} of its completions paid)" if paid else "") + " before training, so the model solves "
+            "some prompts")
+    count = completions_per_step(ctx) * steps
+    if not paid or not count:
+        return f"{said}. The likely cause: {REWARD_READING} in training.{tell}", {}
+    none = (1 - paid) ** count
+    if none < RARE:  # that many completions would have paid some: what training scores differs from the review
+        return (f"{said}: at that rate the run's {count:.0f} completions pay none with only {none:.1%} chance, so "
+                f"what training scores differs from what the review scored. The likely cause: {REWARD_READING}, or "
+                f"the training prompts differ from the reviewed ones (chat template, system prompt).{tell}"), {}
+    return (f"{said}: at that rate the run's {count:.0f} completions ({steps} step(s) x {count / steps:.0f}) pay none "
+            f"with {none:.0%} chance, so a reward at 0 so far is what that rate predicts. The likely causes, in "
+            "order: (1) too few completions to meet a rare success: the patch doubles the completions per prompt "
+            "(num_generations, with twice the gradient accumulation); more prompts per step or an SFT warm start "
+            f"that raises the rate help too; (2) {REWARD_READING}.{tell}"), more_generations_patch(ctx)
 
 
 def _reward_never_pays(ctx: Ctx, shaping: list[str], never: list[str]) -> DiagnosisFinding:
@@ -299,6 +337,8 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
                "reasoning in the prompt.")
         if not ctx.get(FIELD.mask_truncated_completions, False):
             patch = {"mask_truncated_completions": True}
+    elif (alike := _cut_scores_alike(ctx)) is not None:  # walk 13: the same diagnosis said the cut is not why
+        fix = alike
     else:
         fix = ("Raise max_completion_length (check memory with plan_memory) and mask truncated completions out of "
                "the loss (the DAPO fix), or ask for shorter reasoning in the prompt.")
@@ -316,6 +356,20 @@ def rule_truncated(ctx: Ctx) -> list[DiagnosisFinding]:
                     patch)
     found.add_rewards = add_rewards
     return [found]
+
+
+def _cut_scores_alike(ctx: Ctx) -> str | None:
+    """Where the completions that ended scored the same as the cut ones, every one alike (cut_evidence: "the cut is
+    not why they score alike", as no_reward_signal says it), a clause saying so; else None."""
+    from mcp_server.diagnosis.cut_evidence import cut_evidence
+
+    cut = cut_evidence(ctx)
+    if cut is None or cut.verdict != "alike":
+        return None
+    return (f"The about {cut.uncut} completion(s) that ended scored the same as the cut ones (every completion at "
+            f"{cut.uncut_reward:.3g}, reward_std 0): the cut is not why they score alike: a longer limit alone would "
+            "not make them score, so no patch here; fix the cause ranked above first, then raise "
+            "max_completion_length (check memory with plan_memory) or ask for shorter replies in the prompt.")
 
 
 def rule_length_collapse(ctx: Ctx) -> list[DiagnosisFinding]:

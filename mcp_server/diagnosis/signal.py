@@ -26,7 +26,8 @@ from mcp_server.diagnosis.context import (
 from mcp_server.diagnosis.cut_evidence import cut_evidence
 from mcp_server.diagnosis.environment import training_ended
 from mcp_server.diagnosis.samples import rule_never_terminate
-from mcp_server.diagnosis.success_rate import cut_is_cause, spread_lost_after_kl, success_rate
+from mcp_server.diagnosis.success_rate import (cut_is_cause, more_generations_patch, spread_lost_after_kl,
+                                               success_rate)
 from mcp_server.recipe.models import DEFAULT_EXTRA_ROUNDS, MAX_EXTRA_ROUNDS
 from mcp_server.diagnosis.models import DiagnosisFinding, Evidence
 
@@ -117,21 +118,6 @@ def dynamic_sampling_advice(share: float, on: bool) -> str:
             f"{min(expected, 1 + rounds):.1f}x TRL's per step (1 / (1 - share), at most {1 + rounds}x), memory "
             "unchanged" + ("; at this share even that cap would often be reached, so fix the difficulty first."
                            if expected > 1 + rounds else "."))
-
-
-def more_generations_patch(ctx: Ctx) -> dict:
-    """Twice the completions per prompt with the same prompts per optimizer step and the same policy lag: twice the
-    gradient accumulation (each micro-batch keeps its size, so memory does not grow; a step takes about twice as
-    long), and twice any generation structure the config sets, so an on-policy run stays on-policy (doubling the
-    generation batch alone made it off-policy). patch_effects states what it changes."""
-    g = int(ctx.get(FIELD.num_generations))
-    accumulation = ctx.get(FIELD.gradient_accumulation_steps)
-    patch: dict = {FIELD.num_generations: 2 * g,
-                   FIELD.gradient_accumulation_steps: 2 * (accumulation if isinstance(accumulation, int) else 1)}
-    for key in ("generation_batch_size", "steps_per_generation"):
-        if isinstance(ctx.config.get(key), int):
-            patch[key] = 2 * ctx.config[key]
-    return patch
 
 
 def rule_reward_falling(ctx: Ctx) -> list[DiagnosisFinding]:

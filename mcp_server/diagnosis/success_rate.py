@@ -186,3 +186,18 @@ def baseline_signal_warning(passed: int, n: int, group: int, given: str) -> str 
             f"p = {passed / n:.0%}, and a group without spread has no advantage. The way on: SFT first (a warm "
             "start on worked answers), or an easier curriculum (prompts it solves sometimes), then measure again; "
             "sample_completions and inspect_rewards measure the sampled rate the gate routes on")
+
+
+def more_generations_patch(ctx: Ctx) -> dict:
+    """Twice the completions per prompt with the same prompts per optimizer step and the same policy lag: twice the
+    gradient accumulation (each micro-batch keeps its size, so memory does not grow; a step takes about twice as
+    long), and twice any generation structure the config sets, so an on-policy run stays on-policy (doubling the
+    generation batch alone made it off-policy). patch_effects states what it changes."""
+    g = int(ctx.get(FIELD.num_generations))
+    accumulation = ctx.get(FIELD.gradient_accumulation_steps)
+    patch: dict = {FIELD.num_generations: 2 * g,
+                   FIELD.gradient_accumulation_steps: 2 * (accumulation if isinstance(accumulation, int) else 1)}
+    for key in ("generation_batch_size", "steps_per_generation"):
+        if isinstance(ctx.config.get(key), int):
+            patch[key] = 2 * ctx.config[key]
+    return patch

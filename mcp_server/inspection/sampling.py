@@ -387,12 +387,12 @@ def sample_here(request: SampleRequest, report: Report = silent) -> SampleResult
     report(reused, k, f"plan: {plan['text']}; loading {shown_name(model_ref)} ({len(rows)} prompts in the data set)"
                       + _too_few_note(k, settings["n"], len(rows)))
     [report(reused, k, f"warning: {warning}") for warning in warnings]
+    started = time.perf_counter()  # the load counted in (walk 13: "-0.0 s loading the model")
     with loading(report, shown_name(model_ref)):
         loaded = [(pin, loads, verified, tokenizer) if engine == "vllm"  # popped where it samples
                   else load_pinned(model_ref, pin, loads, "sampled", tokenizer)]
     progress = Progress(report, plan, partial.relative_to(run.dir).as_posix())
     keep = keeper(partial, progress, rows, row_indices, prompts, prompt_column, conversational, asked, kept)
-    started = time.perf_counter()
     groups = _generate(engine, model_ref, texts, settings, request.batch_size, report, progress, keep, kept, loaded)
     seconds = time.perf_counter() - started
     report(k, k, finished_line(plan, progress, seconds))

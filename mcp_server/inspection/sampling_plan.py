@@ -158,7 +158,7 @@ def finished_line(plan: dict, progress: Progress, seconds: float) -> str:
     if progress.loaded_at is None:
         return text + ("" if bound is None else f" (planned at most {bound} s)")
     decoding = time.perf_counter() - progress.loaded_at
-    text += f" ({seconds - decoding:.1f} s loading the model, {decoding:.1f} s decoding"
+    text += f" ({max(seconds - decoding, 0.0):.1f} s loading the model, {decoding:.1f} s decoding"  # never -0.0
     if bound is None:
         return text + ")"
     held = "within" if decoding <= bound else "past"

@@ -170,19 +170,22 @@ def _launch(run: Run, request: LaunchRequest, report: Report = silent) -> Launch
                                              "directory inside the run (or remove it), then launch again")],
                            derived.state)
     result = _go(run, spec, launcher, plan, report=report, env_verdict=env.get("verdict"), state_before=derived.state)
-    said = launch_signal_warning(run) if result.launched else None  # the review's groups mostly alike (walk 11)
-    return _with_estimate(run, result.model_copy(update={"warnings": [*result.warnings, said]}) if said else result)
+    return _with_estimate(run, result)
 
 
-def _with_estimate(run: Run, result: LaunchResult) -> LaunchResult:
-    """A launched run's result with the planner's figure for its first step, as training_status gives it before
-    then (the readings the emission's figure stood on; walk 11: emission and status said 5.2 and 10.3 min a step)."""
+def _with_estimate(run: Run, result: LaunchResult, which: str = "first") -> LaunchResult:
+    """A launched (or resumed: `which` "next") run's result with the planner's figure for its step, as
+    training_status gives it before then (the readings the emission's figure stood on; walk 11: emission and status
+    said 5.2 and 10.3 min a step), and the review's warning when its groups mostly score alike (walk 11; walk 13: a
+    resume said neither)."""
     if not result.launched:
         return result
+    said = launch_signal_warning(run)
+    result = result.model_copy(update={"warnings": [*result.warnings, said]}) if said else result
     estimate = step_estimate(RunSpec.of_run(run), measure=False)  # its threads not yet in the load average
     if estimate is None:
         return result
-    return result.model_copy(update={"message": f"{result.message}; first step expected {estimate.text}"})
+    return result.model_copy(update={"message": f"{result.message}; {which} step expected {estimate.text}"})
 
 
 def _archive_attempt(run: Run, config: dict) -> Path:
@@ -349,8 +352,8 @@ def _resume(run: Run, request: RunRequest | LaunchRequest, report: Report = sile
             undo()
         return stop or refused(run, gate_refusals, derived.state)
     _clear_markers(run)
-    result = _go(run, spec, launcher, plan, resumed_from=str(latest), report=report, patch=patch,
-                 env_verdict=env.get("verdict"))
+    result = _with_estimate(run, _go(run, spec, launcher, plan, resumed_from=str(latest), report=report, patch=patch,
+                                     env_verdict=env.get("verdict")), "next")
     if changed is not None:  # issue 49: the answer says what the patch changed, and where the launched config is
         kept = sorted(run.archive.glob("resume-patch-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))[-1:]
         said = (f"; patched {changed_text(changed)}" if changed else "; the patch changed nothing") + (

@@ -12,15 +12,8 @@ from mcp_server.config import FIELD
 from mcp_server.errors import UserInputError, describe_failure, escaped_name, short
 from mcp_server.memory.estimate import calibrate, step_estimate
 from mcp_server.recipe.runspec import RunSpec
-from mcp_server.training.models import (
-    HealthFlag,
-    RunList,
-    RunSummary,
-    StatusRequest,
-    StopRequest,
-    StopResult,
-    TrainingStatus,
-)
+from mcp_server.training.models import (HealthFlag, RunList, RunSummary, StatusRequest, StopRequest, StopResult,
+                                        TrainingStatus)
 from mcp_server.runs import Run, all_runs, file_members, read_json_if_present, resolve_run
 from mcp_server.training.derived import DerivedState
 from mcp_server.training.trainer.guard import guard_mode
@@ -125,10 +118,12 @@ def plot_progress(run: Run, lines: list[dict]) -> Path | None:
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("step")
     axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 1.25 or 1.75 (walk 9)
+    steps = [l["step"] for l in lines if plottable(l.get("step"))] or [0]  # walk 13: one step's axis 0.945-1.05
+    axes[-1].set_xlim(*((min(steps) - 1, max(steps) + 1) if max(steps) - min(steps) < 2 else axes[-1].get_xlim()))
     fig.suptitle(run.name)
     fig.tight_layout()
     low, high = axes[-1].get_xlim()
-    ticks = ", ".join(f"{t:g}" for t in axes[-1].get_xticks() if low <= t <= high)
+    ticks = ", ".join(f"{t:g}" for t in axes[-1].get_xticks() if low <= t <= high) + f"; axis {low:g} to {high:g}"
     try:  # the step ticks drawn, also as text in the PNG: what a reader (or a test) can check without seeing it
         return atomic_save_figure(fig, run.progress_plot, dpi=90,
                                   metadata={"Description": PLOT_MARK, "Comment": f"step ticks: {ticks}"})
@@ -385,13 +380,15 @@ def stop_training(request: StopRequest, report: Report = silent) -> StopResult:
     wait = request.timeout_s if request.timeout_s is not None else wait
     step = (last_progress(run) or {}).get("step")
     which = f"step {step + 1}" if isinstance(step, int) and not isinstance(step, bool) else "its first step"
+    basis = "as asked" if request.timeout_s is not None else "an estimate"  # walk 13: "at most 147 s", took 473 s
     if wait > 0:  # at once: the wait can be minutes on a CPU (issue 49: 2m49s of silence)
-        report(0, None, f"stopping {run.name}: waiting for {which} to end and its checkpoint to be saved (at most "
-               f"{wait:.0f} s" + (f"; its steps take up to {took:.0f} s" if took else "") + ")")
+        report(0, None, f"stopping {run.name}: waiting for {which} to end and its checkpoint to be saved (up to "
+               f"{wait:.0f} s, {basis}" + (f"; its steps take up to {took:.0f} s" if took else "") + "; after it "
+               "the stop returns and the run still stops by itself at its step end, nothing lost)")
 
     def still(elapsed: float) -> str:  # then a line every STOP_TICK_S (issue 49: 6 minutes without one)
-        return (f"stopping {run.name}: still waiting for {which} to end and its checkpoint to be saved, "
-                f"{elapsed:.0f} s of at most {wait:.0f} s")
+        return f"stopping {run.name}: still waiting for {which} to end and its checkpoint to be saved, " \
+            f"{elapsed:.0f} s of up to {wait:.0f} s ({basis})"
 
     with ticking(report, STOP_TICK_S, still):
         return launcher_of(derived.record).stop(run, derived, wait, config, note, kill=request.kill)

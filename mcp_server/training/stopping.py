@@ -138,7 +138,8 @@ def stop_result(run: Run, after: DerivedState, config: dict, graceful: bool, kil
     elif after.alive:
         per = f"its steps take up to {step:.0f} s (its logs)" if step else "no step is logged yet"
         message = (f"{name} is stopping: asked to save and stop at its step end, still in its step after "
-                   f"{waited:.0f} s ({per}); it stops by itself there, nothing is lost. training_status shows "
+                   f"{waited:.0f} s ({per}; the wait was an estimate, not a bound on the step); it stops by itself "
+                   "there, nothing is lost. training_status shows "
                    "when; stop_training with kill ends it now, losing the steps since "
                    + (latest or "its start"))
         if not asked:
