@@ -328,6 +328,10 @@ def test_emission_and_status_give_one_step_figure_then_the_measured_one(workspac
     cache.mkdir()
     monkeypatch.setenv("LLM_FINETUNING_CACHE", str(cache))
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    # The machine's load, fixed by construction (the estimate moves with it either way, walk 12): 0.5 before the
+    # launch, and the trainer's own 2 threads on top once it runs, which a running run's estimate leaves out.
+    load = [0.5]
+    monkeypatch.setattr(os, "getloadavg", lambda: (load[0],) * 3)
     env = {"LLM_FINETUNING_WORKSPACE": str(workspace)}
     _probe(cache, 1.0)
     emitted = cli_here("emit-config", "--model", "tiny", "--dataset", "tiny", "--gpu", "cpu", "--run-name", "one",
@@ -341,6 +345,7 @@ def test_emission_and_status_give_one_step_figure_then_the_measured_one(workspac
     assert before["state"] == "not_launched" and before["step_estimate"].startswith(figure[1]), (figure[1], before)
     assert f"a step expected {figure[1]}" in before["message"], before["message"]
     run_dir, proc = start_trainer(workspace, run_dir.name, step=2, start=300, emitted=True)  # no step for 5 min
+    load[0] = 2.5
     try:
         starting = status(run_dir, env)
         assert starting["state"] in ("starting", "running") and starting["step"] is None, starting
