@@ -75,3 +75,19 @@ def test_pins_sampling_and_sections_follow_the_field_metadata():
     text = render_yaml({"beta": 0.0, "lora_r": 8, "dataset_name": "d", "reward_funcs": ["r"]}, "# h\n")
     assert [line for line in text.splitlines() if line.startswith("# ---")] == [
         "# --- model", "# --- data", "# --- rewards", "# --- GRPO / training"]
+
+
+def test_the_probe_reads_the_declared_types_after_trls_parser_ran_in_this_process(tmp_path, monkeypatch):
+    """transformers' HfArgumentParser rewrites a dataclass field's `type` in place (`list[str] | None` becomes
+    `list[str]`); a process where TrlParser ran before the probe (the suite's files sharing an xdist worker, the
+    trainer itself) read the rewritten types: the clean-clone suite at 8c1278b9 failed here. The probe reads the
+    class bodies' declarations, so the generated file is the same whatever parsed the classes first."""
+    from transformers import HfArgumentParser
+    from trl import DatasetMixtureConfig, GRPOConfig, ModelConfig
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    from mcp_server.recipe.trl_fields import probe_installed_trl
+
+    monkeypatch.setenv("LLM_FINETUNING_CACHE", str(tmp_path))  # no probe kept on disk from an earlier process
+    HfArgumentParser((GRPOScriptArguments, GRPOConfig, ModelConfig, DatasetMixtureConfig))
+    assert GENERATED.read_text(encoding="utf-8") == render(probe_installed_trl.__wrapped__())

@@ -148,7 +148,7 @@ def _probe() -> dict:
                 "owner": owner.__name__,
                 "declared_in": _declared_in(owner, f.name),
                 "default": _jsonable(default),
-                "type": type_text(f.type),
+                "type": type_text(_annotation(owner, f)),
                 "help": help_text,
                 "deprecated": "deprecated" in help_text.lower()[:200],
             }
@@ -202,6 +202,17 @@ def type_text(declared) -> str:
     if isinstance(declared, type):
         return declared.__name__
     return str(declared).replace("typing.", "")
+
+
+def _annotation(owner: type, field) -> object:
+    """The field's type as its class body declares it, not `field.type`: transformers' HfArgumentParser rewrites
+    `field.type` in place (an `X | None` becomes `X`) for every dataclass it parses, so in a process where TrlParser
+    ran first the probe read `str` for `str | None` (the suite under xdist, where files share a worker)."""
+    for cls in owner.__mro__:
+        declared = cls.__dict__.get("__annotations__", {})
+        if field.name in declared:
+            return declared[field.name]
+    return field.type
 
 
 def _declared_in(owner: type, name: str) -> str:
