@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from support import write_signed_lines
-from test_run_states import CELLS, build
+from test_run_states import CELLS, build, stand_in_workspace
 
 from mcp_server.reporting import silent
 from mcp_server.runs import FOLDERS, Run, file_members
@@ -43,16 +42,7 @@ ANSWER_MORE_BYTES = 1 << 30
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     root = tmp_path_factory.mktemp("run-files-ws")
-    base = root / "base-model"
-    base.mkdir()
-    (base / "config.json").write_text("{}")
-    template = root / "template"
-    (template / "train").mkdir(parents=True)
-    (template / "train" / "config.yaml").write_text(yaml.safe_dump(
-        {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
-        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+    with stand_in_workspace(root) as template:
         build(root, template, STOPPED)  # for the resume rows
         yield build(root, template, SUCCEEDED)
 

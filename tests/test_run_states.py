@@ -14,6 +14,7 @@ are here, this test's own process standing in as the run's launcher (`live_run`)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -212,6 +213,17 @@ def write(run_dir: Path, event: Event, t: float, record: dict) -> None:
         write_exit(run_dir, event.value, record.get("launch_id"))
     else:
         raise AssertionError(f"the table cannot write {event.member}: give it a writer")
+
+
+@contextlib.contextmanager
+def stand_in_workspace(root: Path):
+    """A workspace at `root` (set for the block) with a stand-in base model and a template run of its config, what
+    `build` copies a cell's run from: the tables of what a run writes (test_run_files, test_write_targets)."""
+    template = make_template(root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
+        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+        yield template
 
 
 def build(root: Path, template: Path, cell: Cell) -> Path:

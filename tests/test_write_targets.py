@@ -18,8 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
-from test_run_states import CELLS, build
+from test_run_states import CELLS, build, stand_in_workspace
 
 from mcp_server.training.written import WRITTEN
 
@@ -38,16 +37,7 @@ CELLS_OF_TABLE = [(t.member, case) for t in WRITTEN for case in FOLDER_CASES + (
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     root = tmp_path_factory.mktemp("write-targets-ws")
-    base = root / "base-model"
-    base.mkdir()
-    (base / "config.json").write_text("{}")
-    template = root / "template"
-    (template / "train").mkdir(parents=True)
-    (template / "train" / "config.yaml").write_text(yaml.safe_dump(
-        {"model_name_or_path": str(base), "output_dir": "checkpoints", "max_steps": 4, "use_cpu": True}))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LLM_FINETUNING_WORKSPACE", str(root))
-        mp.setenv("CUDA_VISIBLE_DEVICES", "")
+    with stand_in_workspace(root) as template:
         yield build(root, template, STOPPED), build(root, template, SUCCEEDED)
 
 
