@@ -1994,12 +1994,12 @@ MUTATIONS: tuple[Mutation, ...] = (
       "resume_training on a run whose latest checkpoint is at max_steps (checkpoint-100 of 100) is not refused with "
       "the way on (a patch raising max_steps): the trainer starts, loads the model, trains nothing, and the resume "
       "ends as if it had continued the run"),
-    M("m11-runs-hard-link-two-names", "runs", "mcp_server/training/written.py",
+    M("m11-runs-hard-link-two-names", "runs", "mcp_server/training/trainer/written.py",
       "        if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 1:",
       "        if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 2:",
       "`ln ~/.bashrc train/logs/stdout.log` (two names of one file) passes the logs gate: the launched or resumed "
       "training appends its whole output to ~/.bashrc; only a file with three or more names is refused"),
-    M("m11-runs-cache-link-unrefused", "runs", "mcp_server/training/written.py",
+    M("m11-runs-cache-link-unrefused", "runs", "mcp_server/training/trainer/written.py",
       '    Written("cache", True,',  # re-anchored: the declaration became written.WRITTEN (round 19)
       '    Written("logs", True,',  # cache/ no longer declared
       "<run>/cache as a link to a folder outside the workspace (planted in a stopped run, or unpacked with it) passes "

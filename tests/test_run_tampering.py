@@ -345,7 +345,7 @@ def launch_sh_writes() -> tuple[set[str], set[str]]:
 def _link_rows() -> list[tuple[str, str]]:
     """(relative path, 'folder' | 'file') of every link the launch gate must refuse."""
     from mcp_server.runs import Run
-    from mcp_server.training.written import written_paths
+    from mcp_server.training.trainer.written import written_paths
 
     run = Run(Path("/r"))
     folders, entries = launch_sh_writes()
@@ -374,7 +374,7 @@ LINK_ROWS = _link_rows()
 def test_every_folder_launch_sh_writes_into_is_refused_as_a_link():
     """The declaration of what the gate refuses holds every folder train/launch.sh writes into."""
     from mcp_server.runs import Run
-    from mcp_server.training.written import written_paths
+    from mcp_server.training.trainer.written import written_paths
 
     run = Run(Path("/r"))
     declared = {_relative(path, run.dir) for _, path in written_paths(run, {})}

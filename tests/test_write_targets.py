@@ -1,5 +1,5 @@
 """Where a run writes, as one table (round 19, b01/b01b): every folder the run writes into (the launchers, the
-trainer, its libraries and trackers, the archive flags) is declared once, in training/written.py (WRITTEN), and the
+trainer, its libraries and trackers, the archive flags) is declared once, in trainer/written.py (WRITTEN), and the
 launch and resume gate's link and hard-link checks are generated from it. Rows: one per declared target (a target
 without a row fails test_every_write_target_has_a_row) x a link to a folder outside the workspace, a dangling link
 (the target itself), and, for a target written in place, an entry of it as a link out, as a dangling link and as a
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from test_run_states import CELLS, build, stand_in_workspace
 
-from mcp_server.training.written import WRITTEN
+from mcp_server.training.trainer.written import WRITTEN
 
 STOPPED = next(c for c in CELLS if c.phase == "stopped" and not c.variant)
 SUCCEEDED = next(c for c in reversed(CELLS) if c.phase == "succeeded" and not c.variant)
@@ -42,7 +42,7 @@ def made(tmp_path_factory):
 
 
 def test_every_write_target_has_a_row():
-    assert set(ROWS) == {t.member for t in WRITTEN}, "a write target of training/written.py has no row in ROWS"
+    assert set(ROWS) == {t.member for t in WRITTEN}, "a write target of training/trainer/written.py has no row in ROWS"
 
 
 def _plant(run_dir: Path, member: str, case: str, outside: Path) -> tuple[str, Path]:

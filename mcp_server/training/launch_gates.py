@@ -28,7 +28,7 @@ from mcp_server.training.trainer.vllm_cpu import VLLM_CPU_MEMORY_SHARE
 from mcp_server.training.models import GateRefusal, LaunchResult
 from mcp_server.training.runlock import LockNotOurs, RunLocked, cancel_requested
 from mcp_server.training.runstate import derive_state
-from mcp_server.training.written import written_paths, written_problems
+from mcp_server.training.trainer.written import written_paths, written_problems
 from mcp_server.worker import apart
 from mcp_server.worker_targets import CHECK_GATE
 from mcp_server.workspace import WORKSPACE_FOLDERS, runs_root, workspace_folder

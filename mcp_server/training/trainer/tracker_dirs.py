@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mcp_server.runs import Run
-from mcp_server.training.written import WRITTEN, written_problems
+from mcp_server.training.trainer.written import WRITTEN, written_problems
 
 
 def keep_trackers_in_run(run_dir: Path | str) -> None:

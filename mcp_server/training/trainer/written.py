@@ -1,6 +1,6 @@
 """Every folder of a run that the run writes into (the launchers, the trainer, its libraries and trackers, the
 archive flags), declared once (WRITTEN). The launch and resume gate's link and hard-link checks
-(launch_gates.link_refusals) and the trainer's own check of its trackers' folder (trainer/tracker_dirs.py) are
+(launch_gates.link_refusals) and the trainer's own check of its trackers' folder (tracker_dirs.py, beside it) are
 generated from this list, so a new write target is checked by adding its row here, and tests/test_run_tampering.py
 holds a row per target (round 19, b01: report_to's trackers/ was written through a link, since no check named it).
 Light: the run layout only, as the training scripts import it before TRL."""
@@ -33,7 +33,7 @@ WRITTEN = (
     Written("train", False, "launch_training: launch.sh, launch.slurm, accelerate.yaml, each renamed in"),
     Written("logs", True, "train/launch.sh and the trainer: stdout, exit code, progress, saves, the markers"),
     Written("cache", True, "train/launch.sh's library caches, the trainer's datasets cache and vLLM weights"),
-    Written("trackers", True, "report_to's trackers: mlflow.db, wandb/, trackio/ (trainer/tracker_dirs.py)"),
+    Written("trackers", True, "report_to's trackers: mlflow.db, wandb/, trackio/ (tracker_dirs.py, beside it)"),
     Written("output_dir", True, "the trainer's checkpoints, TRL's completions, tensorboard's runs/"),
     Written("archive", False, "archive_previous and a resume's patch (run_archive: moved in through descriptors)"),
 )
