@@ -34,6 +34,7 @@ def _plant(kind: str, run, outside):
     return run.checkpoints / "README.md"
 
 
+@pytest.mark.slow  # a real tiny training
 @pytest.mark.parametrize("kind", ["checkpoint file link", "checkpoint hard link", "checkpoint FIFO",
                                   "output_dir card link"])
 def test_a_save_never_writes_through_an_entry_planted_while_training(workspace, tmp_path, capsys, kind):
