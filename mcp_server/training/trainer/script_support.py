@@ -231,7 +231,7 @@ class ResumedWeights(TrainerCallback):
 
     def _refuse(self, problems: list[str]) -> None:
         if problems:
-            print(f"llm-finetuning: refusing to train: the weights resumed from {self.folder.name} are not the "
+            print(f"llm-finetuning: refusing to train: what was resumed from {self.folder.name} is not the "
                   f"checkpoint this run saved: {'; '.join(problems[:4])}. Put it back, or resume from another "
                   "checkpoint.", file=sys.stderr, flush=True)
             raise InputsChanged(3)
