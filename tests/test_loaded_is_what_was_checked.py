@@ -388,6 +388,7 @@ def test_a_resume_restores_only_the_optimizer_and_schedule_the_run_saved(workspa
         _rename_over(folder / name, evil)
     trainer._load_from_checkpoint(str(folder))
     trainer._load_optimizer_and_scheduler(str(folder))  # what _inner_training_loop runs before on_train_begin
+    trainer.state = type(trainer.state).load_from_json(str(folder / "trainer_state.json"))  # and its state
     # as train_and_save adds it and the Trainer calls it: transformers passes optimizer=None for one it built
     trainer.add_callback(script_support.ResumedWeights(run.dir, folder, trainer))
     if swapped == "no":

@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -79,6 +80,45 @@ def refuse_save_outside(run: Run, folder: Path) -> None:
     raise SaveLeadsOut(3)
 
 
+def _written_through(folder: Path, recursive: bool) -> list[str]:
+    """The entries of `folder` a save would write through rather than into the run: a symbolic link, anything not a
+    regular file or folder (a FIFO, a socket, a device), a file with another hard link (a name elsewhere, maybe
+    outside the workspace, for the same bytes). Folders below are walked with `recursive` (a checkpoint's), never
+    through a link."""
+    found = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs + files):
+            path = Path(root) / name
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                found.append(f"{path} is a symbolic link (to {os.readlink(path)})")
+            elif not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                found.append(f"{path} is not a regular file")
+            elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                found.append(f"{path} has {info.st_nlink} hard links (a name elsewhere for the same file)")
+        if not recursive:
+            break
+    return found
+
+
+def refuse_save_through(run: Run, folder: Path, recursive: bool = True) -> None:
+    """SaveLeadsOut, naming the entry, when `folder` (a checkpoint about to be saved, recursive; output_dir, where
+    the final model and TRL's model card go, its own entries only) holds an entry a save would write through
+    (_written_through): round 20 (b04) planted checkpoint-N/ as a real folder of links to files outside the
+    workspace, and links as output_dir's README.md and config.json, after the launch gate: transformers and TRL
+    open() those names and wrote the outside files. Called before each save and after it (record_save)."""
+    folder = Path(os.path.abspath(folder))
+    found = _written_through(folder, recursive) if folder.is_dir() and not folder.is_symlink() else []
+    if found:
+        print(f"llm-finetuning: refusing to save: {'; '.join(found[:4])}: a save writes only the run's own files "
+              f"in {folder}, never through a link; nothing more is saved and the run fails. Remove it, then "
+              "resume_training from a checkpoint this run saved", file=sys.stderr, flush=True)
+        raise SaveLeadsOut(3)
+
+
 class SaveNotTrained(SystemExit):
     """A save whose files are not what the trainer held in memory when it saved (a weight or state file replaced as
     it was written): no ledger line, the trainer exits (exit 3) and the run fails, never "succeeded"."""
@@ -125,6 +165,7 @@ def record_save(run: Run, folder: Path, step: int | None = None, final: bool = F
     the tokenizer's too; one that is not is refused (SaveNotTrained, exit 3, no line). The line names the files so
     checked (`from_memory`)."""
     refuse_save_outside(run, folder)
+    refuse_save_through(run, folder, recursive=not final)
     read, problems = _from_memory(folder, held) if held else ({}, [])
     if problems:
         print(f"llm-finetuning: refusing to record the save {folder}: its files are not what the trainer held in "

@@ -34,7 +34,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from mcp_server.evidence import sign_run, valid_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
-from mcp_server.training.trainer.digest import record_save, refuse_save_outside, sharded
+from mcp_server.training.trainer.digest import record_save, refuse_save_outside, refuse_save_through, sharded
 from mcp_server.training.trainer.guard import LiveGuard, read_guard, run_config, run_request
 from mcp_server.workspace import atomic_write_json, open_append_nofollow
 
@@ -173,6 +173,9 @@ class ProgressCallback(TrainerCallback):
         if out is not None:
             refuse_save_outside(self.run, Path(out))
             refuse_save_outside(self.run, Path(out) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+            # and no entry there a save writes through: TRL's card in output_dir, the checkpoint's files (round 20)
+            refuse_save_through(self.run, Path(out), recursive=False)
+            refuse_save_through(self.run, Path(out) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
 
     def on_save(self, args, state, control, **kwargs):
         """After the Trainer's last file of checkpoint-N: the digest of what it saved, recorded in the run's ledger

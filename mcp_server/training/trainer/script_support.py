@@ -31,7 +31,7 @@ from mcp_server.config.loader import evaluates  # noqa: E402
 from mcp_server.inspection.training_inputs import train_dataset as load_train_dataset  # noqa: E402
 from mcp_server.runs import Run  # noqa: E402
 from mcp_server.training.trainer.digest import (checkpoint_problems, record_save, recorded_save,  # noqa: E402
-                                                refuse_save_outside, sharded)
+                                                refuse_save_outside, refuse_save_through, sharded)
 from mcp_server.training.trainer.tracker_dirs import make_tracker_dirs  # noqa: E402
 from mcp_server.training.trainer.progress import ProgressCallback, write_outcome  # noqa: E402
 from mcp_server.training.trainer.resumed_settings import ResumedSettings  # noqa: E402
@@ -211,7 +211,7 @@ class ResumedWeights(TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         from mcp_server.inspection.loaded_weights import saved_weight_problems
-        from mcp_server.training.trainer.resumed_state import resumed_state_problems
+        from mcp_server.training.trainer import resumed_state as resumed
 
         seen = recorded_save(self.run, self.folder)
         saved = {name: entry["sha256"] for name, entry in ((seen or {}).get("files") or {}).items()}
@@ -219,12 +219,41 @@ class ResumedWeights(TrainerCallback):
         if seen:  # and the optimizer's moments and the schedule's step (resumed_state.py)
             # transformers passes the optimizer and schedule it was given, None for those it built: the trainer's
             held = [kwargs.get(name) or getattr(self.trainer, name, None) for name in ("optimizer", "lr_scheduler")]
-            problems += resumed_state_problems(*held, self.folder, saved)
+            scaler = getattr(getattr(self.trainer, "accelerator", None), "scaler", None)
+            problems += resumed.resumed_state_problems(*held, self.folder, saved, scaler=scaler)
+            # the TrainerState it loaded, and the RNG states it loads next (round 20, b03)
+            problems += resumed.trainer_state_problems(state, self.trainer, self.folder, saved)
+            rng, wrong = resumed.held_rng_states(self.folder, saved)
+            problems += wrong
+            if self.trainer is not None and not problems:
+                self._check_rng_load(rng)
+        self._refuse(problems)
+
+    def _refuse(self, problems: list[str]) -> None:
         if problems:
-            print(f"llm-finetuning: refusing to train: the weights resumed from {self.folder.name} are not the "
+            print(f"llm-finetuning: refusing to train: what was resumed from {self.folder.name} is not the "
                   f"checkpoint this run saved: {'; '.join(problems[:4])}. Put it back, or resume from another "
                   "checkpoint.", file=sys.stderr, flush=True)
             raise InputsChanged(3)
+
+    def _check_rng_load(self, held: dict) -> None:
+        """transformers' _load_rng_state (in the first epoch, after on_train_begin) reads rng_state*.pth by path:
+        right after it, the RNG states it set are those of the bytes hashed here, or the run is refused."""
+        trainer, load = self.trainer, self.trainer._load_rng_state
+
+        def checked(checkpoint):
+            from mcp_server.training.trainer.resumed_state import rng_matches
+
+            load(checkpoint)
+            args = trainer.args  # the file transformers picks: one per process when distributed
+            name = f"rng_state_{args.process_index}.pth" if args.world_size > 1 else "rng_state.pth"
+            if checkpoint is None or (name not in held and not os.path.isfile(os.path.join(checkpoint, name))):
+                return
+            if name not in held or not rng_matches(held[name]):
+                self._refuse([f"{name}: the RNG state loaded is not the state saved (the file was replaced "
+                              "during the load)"])
+
+        trainer._load_rng_state = checked
 
 
 class ReplayAgain(TrainerCallback):
@@ -262,6 +291,7 @@ def train_and_save(trainer, run_dir: Path) -> None:
     # output_dir still inside the run before the final model and its card are written (round 12, D1); record_save
     # refuses it after too
     refuse_save_outside(Run(Path(run_dir)), Path(training_args.output_dir))
+    refuse_save_through(Run(Path(run_dir)), Path(training_args.output_dir), recursive=False)  # round 20, b04b
     if any(getattr(c, "stopped_early", False) for c in trainer.callback_handler.callbacks):
         # stopped (stop_training, a signal, the guard): its checkpoint holds the weights; a model in output_dir
         # itself would look like a finished run's (walk 11: `--checkpoint RUN/checkpoints` an easy mistake)
