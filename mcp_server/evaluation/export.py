@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from mcp_server.evaluation.promote import checkpoint_refusal, promotion_problems
 from mcp_server.model_ref import BUILT_IN, known_name, load_model, report_name
 from mcp_server.reporting import Report, silent, ticking
 from mcp_server.runs import Run, read_json_if_present, resolve_run
+from mcp_server.userfiles import not_regular
 from mcp_server.worker import runs_in_training
 from mcp_server.training.run_archive import ArchiveSlot
 from mcp_server.workspace import archive_problem, atomic_write_text, refuse_run_outside, tree_digest, tree_files
@@ -206,7 +208,8 @@ def refuse_staged_changes(staged: Path, model, tokenizer, card: str) -> None:
     the weights tensor by tensor against the model that loaded from the checked checkpoint (what was promoted), the
     config and tokenizer files against the model's config and the tokenizer in memory, README.md the card written;
     no other file. Round 18: the folder save_pretrained wrote was never checked, so a file swapped or planted there
-    while export staged it was exported as the promoted model."""
+    while export staged it was exported as the promoted model; round 20: a link (to a folder outside the workspace,
+    dangling) or a pipe planted there was no file to rglob + is_file, and was exported (foreign_entries)."""
     from mcp_server.inspection.loaded_weights import weights_read
     from mcp_server.inspection.private_copy import configs_read, tokenizer_read
 
@@ -215,11 +218,33 @@ def refuse_staged_changes(staged: Path, model, tokenizer, card: str) -> None:
         read, problems = {**read, **more}, problems + wrong
     if (staged / "README.md").read_bytes() != card.encode("utf-8"):
         problems.append("README.md: not the model card export wrote")
-    problems += [f"{p.relative_to(staged).as_posix()}: not written by the export" for p in sorted(staged.rglob("*"))
-                 if p.is_file() and p.relative_to(staged).as_posix() not in {*read, "README.md"}]
+    problems += foreign_entries(staged, {*read, "README.md"})
     if problems:
         raise UserInputError("run", f"the export's staging folder {staged} changed as it was written, nothing was "
                              "exported: " + "; ".join(problems[:4]) + ". Export again")
+
+
+def foreign_entries(staged: Path, written: set[str]) -> list[str]:
+    """Every entry under `staged` (walked by lstat, no link followed) that is not a regular file export wrote
+    (`written`: relative paths), each named with what it is: a symbolic link (to a folder, to nothing, or even to
+    a file of the right bytes), a pipe, a socket, a device, a file with several names (a hard link), a folder
+    holding no written file. What export/ holds is then only the files the export wrote."""
+    problems, folders = [], [staged]
+    while folders:
+        folder = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                rel, found = Path(entry.path).relative_to(staged).as_posix(), entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(found.st_mode) and any(w.startswith(rel + "/") for w in written):
+                    folders.append(Path(entry.path))
+                    continue
+                what = ("a symbolic link" if stat.S_ISLNK(found.st_mode) else "a folder"
+                        if stat.S_ISDIR(found.st_mode) else not_regular(entry.path) if not stat.S_ISREG(found.st_mode)
+                        else f"a file with {found.st_nlink} names" if found.st_nlink > 1
+                        else None if rel in written else "a file")
+                if what:
+                    problems.append(f"{rel}: {what}, not written by the export")
+    return problems
 
 
 @runs_in_training  # needs torch / TRL / transformers: the training interpreter's worker
