@@ -152,6 +152,7 @@ def test_the_cpu_step_estimate_holds_under_a_steady_load_and_its_range_covers_th
     least to the largest load average. Constructed readings and loads (nothing here reads the machine)."""
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     spec = RunSpec.of_run(Run(emit_run("steady")))
+    monkeypatch.setenv("LLM_FINETUNING_CACHE", str(workspace / "cache"))  # no other runs' measured steps correct it
     # a busy 2-core machine's readings at load 10 (issue 49's figures: the small op's barrier 33 ms and more, the
     # probe's threads getting a tenth of their time) and two that a momentary reading catches
     busy = [reading(0.10, 0.090), reading(0.12, 0.080), reading(0.09, 0.100), reading(0.11, 0.085)]
@@ -320,6 +321,7 @@ def test_the_tiny_models_cpu_step_estimate_is_near_its_measured_step(workspace, 
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     spec = RunSpec.of_run(Run(emit_run("tiny-measured", max_steps=6, max_completion_length=12,
                                        generation_kwargs={"min_new_tokens": 12})))
+    monkeypatch.setenv("LLM_FINETUNING_CACHE", str(workspace / "cache"))  # no other runs' measured steps correct it
     case = TINY_AT_LOAD_10
     reading = cpu_speed.CpuThroughput(threads=2, measured_at=time.time(), **case["reading"])
     measured = sum(case["steps_s"]) / len(case["steps_s"])
