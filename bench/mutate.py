@@ -1995,8 +1995,8 @@ MUTATIONS: tuple[Mutation, ...] = (
       "the way on (a patch raising max_steps): the trainer starts, loads the model, trains nothing, and the resume "
       "ends as if it had continued the run"),
     M("m11-runs-hard-link-two-names", "runs", "mcp_server/training/trainer/written.py",
-      "        if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 1:",
-      "        if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 2:",
+      "    return \"shared\" if stat.S_ISREG(info.st_mode) and info.st_nlink > 1 else None",
+      "    return \"shared\" if stat.S_ISREG(info.st_mode) and info.st_nlink > 2 else None",
       "`ln ~/.bashrc train/logs/stdout.log` (two names of one file) passes the logs gate: the launched or resumed "
       "training appends its whole output to ~/.bashrc; only a file with three or more names is refused"),
     M("m11-runs-cache-link-unrefused", "runs", "mcp_server/training/trainer/written.py",

@@ -17,12 +17,12 @@ import dataclasses
 import hashlib
 import json
 import os
-import stat
 import sys
 from pathlib import Path
 
 from mcp_server.evidence import sign_run, unrecorded, valid_run
 from mcp_server.runs import LAUNCH_ID_ENV, Run, read_json_if_present
+from mcp_server.training.trainer.written import written_through
 from mcp_server.workspace import atomic_write_json, open_append_nofollow, sha256_file
 
 CHECKPOINT_DIGEST = "llm-finetuning-digest.json"
@@ -93,11 +93,12 @@ def _written_through(folder: Path, recursive: bool) -> list[str]:
                 info = os.lstat(path)
             except OSError:
                 continue
-            if stat.S_ISLNK(info.st_mode):
+            kind = written_through(info)  # the launch gate's own test of an entry (trainer/written.py)
+            if kind == "link":
                 found.append(f"{path} is a symbolic link (to {os.readlink(path)})")
-            elif not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+            elif kind == "special":
                 found.append(f"{path} is not a regular file")
-            elif stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            elif kind == "shared":
                 found.append(f"{path} has {info.st_nlink} hard links (a name elsewhere for the same file)")
         if not recursive:
             break

@@ -67,6 +67,18 @@ def linked(run: Run, targets: list[tuple[Written, Path]]) -> list[Path]:
     return links
 
 
+def written_through(info: os.stat_result) -> str | None:
+    """What an entry (its lstat) is when a write to its name would land elsewhere than a file of the run's own:
+    'link' (a symbolic link), 'special' (no regular file and no folder: a pipe, a socket, a device), 'shared' (a
+    regular file with another name, st_nlink > 1); None for a folder or a file of one name. The launch gate (shared,
+    linked) and the trainer's saves (digest.refuse_save_through) judge entries by this one test."""
+    if stat.S_ISLNK(info.st_mode):
+        return "link"
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        return "special"
+    return "shared" if stat.S_ISREG(info.st_mode) and info.st_nlink > 1 else None
+
+
 def shared(run: Run, targets: list[tuple[Written, Path]]) -> list[str]:
     """Entries under the targets written in place that are a second name of a file (st_nlink > 1: `ln ~/.bashrc
     train/logs/stdout.log` had the resumed training's output appended to it) or no regular file and no folder (a
@@ -77,9 +89,10 @@ def shared(run: Run, targets: list[tuple[Written, Path]]) -> list[str]:
             mode = path.lstat()
         except OSError:
             continue
-        if stat.S_ISREG(mode.st_mode) and mode.st_nlink > 1:
+        kind = written_through(mode)
+        if kind == "shared":
             found.append(f"{one_line(str(path.relative_to(run.dir)))}: a hard link, {mode.st_nlink} names of one file")
-        elif not (stat.S_ISREG(mode.st_mode) or stat.S_ISDIR(mode.st_mode) or stat.S_ISLNK(mode.st_mode)):
+        elif kind == "special":
             found.append(f"{one_line(str(path.relative_to(run.dir)))}: {not_regular(path) or 'not a regular file'}")
     return found
 
